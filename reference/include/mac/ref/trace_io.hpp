@@ -1,0 +1,73 @@
+#pragma once
+/*! \file trace_io.hpp
+ *  \brief HDF5 reader/writer for the trace file (schema "mac-trace", version 1) and
+ *         the run dump (schema "mac-run", version 1) of DESIGN §6. Schemas are
+ *         documented in docs/file-formats.md.
+ *
+ *  Writers write to `<path>.tmp.<pid>` and rename on success: never a half file.
+ *  Readers reject unknown schema/version, shape mismatches, NaN/Inf and values that
+ *  are not BF16-exact with one InputError naming the file and dataset.
+ */
+#include "mac/ref/trace.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mac::ref {
+
+inline constexpr const char* kTraceSchema = "mac-trace";
+inline constexpr int64_t kTraceVersion = 1;
+inline constexpr const char* kRunSchema = "mac-run";
+inline constexpr int64_t kRunVersion = 1;
+
+/*! \brief Writes a whole trace. `compress` enables gzip (level 4) chunked datasets.
+ *  `extra_attrs` are written as extra string root attributes (e.g. provenance). */
+void write_trace(const std::string& path, const Trace& trace, bool compress = true,
+                 const std::map<std::string, std::string>& extra_attrs = {});
+
+/*! \brief Reads only the root attributes (validated). */
+TraceMeta read_trace_meta(const std::string& path);
+
+/*! \brief Reads the trace; `layers` selects layers (empty = all), in the given order.
+ *  `max_tokens` > 0 keeps only the first max_tokens positions. Validates everything. */
+Trace read_trace(const std::string& path, const std::vector<int64_t>& layers = {},
+                 int64_t max_tokens = 0);
+
+/*! \brief Reads one layer (validated). */
+LayerData read_trace_layer(const std::string& path, int64_t layer, int64_t max_tokens = 0);
+
+/*! \brief Run dump of one layer of one trace (DESIGN §6), over decode steps S and
+ *  query heads Hq. All arrays row-major. */
+struct RunDump {
+  // Configuration echoed as root attributes.
+  double tau = 0;
+  int64_t ring = 0, tail = 0, sinks = 0, gen_min = 0;
+  std::string variant, precision, prefill_mode, storage;
+  int64_t prefill = 0;  //!< P: positions < P are prompt
+  int64_t layer = 0;
+  std::string trace_source;
+
+  int64_t steps = 0, num_q_heads = 0, head_dim = 0;
+  std::vector<int64_t> position;        //!< [S]
+  std::vector<int8_t> hit;              //!< [S, Hq]
+  std::vector<int64_t> match_pos;       //!< [S, Hq], −1 on miss
+  std::vector<double> d2;               //!< [S, Hq], canonical FP32 distance of the nearest candidate (NaN if none)
+  std::vector<double> out;              //!< [S, Hq, D]
+  std::vector<double> lse;              //!< [S, Hq], natural log
+  std::vector<double> exact_out;        //!< [S, Hq, D], full attention, FP64
+  std::vector<double> exact_lse;        //!< [S, Hq], natural log
+  std::vector<int64_t> kv_tokens_read;  //!< [S, Hq]
+
+  /*! \brief Allocates arrays for S steps (NaN/−1/0 filled). */
+  void resize(int64_t S, int64_t hq, int64_t d);
+};
+
+/*! \brief Writes a run dump (temporary name, then rename). */
+void write_run_dump(const std::string& path, const RunDump& dump);
+/*! \brief Reads a run dump, checking schema, version and shapes. */
+RunDump read_run_dump(const std::string& path);
+
+}  // namespace mac::ref

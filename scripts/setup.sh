@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's first command: installs what is missing, builds, and runs the main job
+# (mac-sim on its embedded default synthetic trace).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake --preset default >/dev/null
+cmake --build --preset default -j "$(nproc)"
+./build/bin/mac-sim
