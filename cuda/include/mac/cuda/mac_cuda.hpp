@@ -1,0 +1,278 @@
+#pragma once
+/*! \file mac_cuda.hpp
+ *  \brief Host API of the BF16 CUDA kernels (namespace mac::cuda). Plain C++17: no CUDA
+ *         types appear here, so tests, tools and the verification driver build as ordinary
+ *         C++ and link everywhere (without CUDA the library is a stub whose functions
+ *         return StatusCode::kNoCuda).
+ *
+ *  Semantics are DESIGN §3 (one decode step per (request, query head)): K1 match →
+ *  schedule → K2 amend (band) + complete (sinks, tail) → merge → K3 cache write.
+ *
+ *  Conventions used by every pointer below:
+ *   - "bf16" buffers are `uint16_t` holding raw bfloat16 bits (round-to-nearest-even).
+ *   - All pointers are DEVICE pointers unless the field says "host".
+ *   - Shapes are written `[a, b, c]`, row-major; strides are in ELEMENTS; the last
+ *     dimension (the head dimension D) is always contiguous.
+ *   - Every LSE (`L`) at this boundary is the NATURAL log of the softmax denominator with
+ *     the scale inside the exponent: `L = ln Σ_t exp(s·q·k_t)`. −inf means the empty state.
+ *   - Positions: row i decodes position `m = kv_len[i] − 1`; its own key/value is already
+ *     in the cache (DESIGN §3).
+ *   - Streams are `cudaStream_t` passed as `void*` (nullptr = the legacy default stream).
+ */
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mac::cuda {
+
+// ---------------------------------------------------------------------------------------
+// Status
+// ---------------------------------------------------------------------------------------
+
+/*! \brief Outcome class of an API call. */
+enum class StatusCode : int {
+  kOk = 0,
+  kInvalidArgument,   //!< a bad pointer, size, stride or parameter (message names it)
+  kUnsupported,       //!< head dim not in {64,128,256}, or G = Hq/Hkv not in 1..16
+  kContextTooLong,    //!< a context beyond the configured maximum (refused before launch/capture)
+  kNoCuda,            //!< the library was built without CUDA, or no CUDA device is present
+  kCudaError,         //!< a CUDA runtime error (message holds cudaGetErrorString)
+  kNotReady,          //!< e.g. replay() before capture()
+};
+
+/*! \brief Status of a call: a code and one clear message naming the offending value. */
+struct Status {
+  StatusCode code = StatusCode::kOk;
+  std::string message;
+  bool ok() const { return code == StatusCode::kOk; }
+  static Status Ok() { return {}; }
+};
+
+/*! \brief Name of a status code, e.g. "kInvalidArgument". */
+const char* to_string(StatusCode c);
+
+// ---------------------------------------------------------------------------------------
+// Device presence and plain device-memory helpers (so callers need no CUDA headers)
+// ---------------------------------------------------------------------------------------
+
+/*! \brief True iff the library was compiled with CUDA kernels. */
+bool built_with_cuda();
+/*! \brief True iff built with CUDA and at least one usable CUDA device is present.
+ *  Never throws; false when built without CUDA. */
+bool cuda_device_present();
+/*! \brief Name and compute capability of device 0, or a reason why there is none. */
+std::string device_description();
+
+Status device_malloc(void** ptr, size_t bytes);         //!< cudaMalloc
+Status device_free(void* ptr);                          //!< cudaFree (nullptr is fine)
+Status device_memset(void* ptr, int value, size_t bytes, void* stream = nullptr);  //!< async
+Status copy_to_device(void* dst, const void* src, size_t bytes, void* stream = nullptr);  //!< async H→D
+Status copy_to_host(void* dst, const void* src, size_t bytes, void* stream = nullptr);    //!< async D→H
+Status copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream = nullptr);
+Status stream_create(void** stream);                    //!< cudaStreamCreateWithFlags(non-blocking)
+Status stream_destroy(void* stream);
+Status stream_synchronize(void* stream);
+Status device_synchronize();
+
+/*! \brief RAII device buffer (cudaMalloc / cudaFree). Move-only. */
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  /*! \brief Frees the old buffer and allocates `bytes` (contents undefined). */
+  Status allocate(size_t bytes);
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// Supported shapes
+// ---------------------------------------------------------------------------------------
+
+inline constexpr int kMaxContext = 131072;  //!< largest supported kv_len
+inline constexpr int kMaxGroup = 16;        //!< largest supported G = Hq / Hkv
+/*! \brief D ∈ {64, 128, 256}. */
+inline bool supported_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+
+// ---------------------------------------------------------------------------------------
+// Parameters of one decode step
+// ---------------------------------------------------------------------------------------
+
+/*! \brief Everything one decode step reads and writes (FlashAttention-style params).
+ *
+ *  Sizes come from the Engine's config (Hq, Hkv, D); `batch` ≤ config.max_batch.
+ *  Everything that changes from step to step (kv_len, slot, ready, epochs, page table
+ *  contents, q contents) lives in device memory, so a captured graph can be replayed.
+ *  Pointers themselves must not change between capture and replay.
+ */
+struct DecodeParams {
+  int batch = 0;  //!< N, rows (requests) in this step, 1 ≤ N ≤ config.max_batch
+
+  // --- queries -------------------------------------------------------------------------
+  const uint16_t* q_post = nullptr;  //!< [N, Hq, D] bf16, post-RoPE query of position m
+  const uint16_t* q_pre = nullptr;   //!< [N, Hq, D] bf16, pre-RoPE query (MAC only; used by K1
+                                     //!<  and copied into the ring)
+  int64_t q_row_stride = 0;          //!< elements between rows of q_post/q_pre (0 → Hq·D);
+                                     //!<  head stride is always D
+
+  // --- paged KV cache (post-RoPE keys, values); separate K and V pools ----------------
+  const uint16_t* k_cache = nullptr;  //!< [num_pages, page_size, Hkv, D] bf16
+  const uint16_t* v_cache = nullptr;  //!< [num_pages, page_size, Hkv, D] bf16
+  int64_t num_pages = 0;              //!< pages in each pool
+  int page_size = 16;                 //!< tokens per page (≥ 1; 1 and 16 tested)
+  int64_t kv_page_stride = 0;         //!< elements between pages (0 → page_size·Hkv·D)
+  int64_t kv_token_stride = 0;        //!< elements between tokens in a page (0 → Hkv·D)
+  int64_t kv_head_stride = 0;         //!< elements between KV heads (0 → D)
+  const int32_t* page_table = nullptr;  //!< [N, max_pages_per_row] int32: entry j of row i is
+                                        //!<  the page holding keys [j·ps, (j+1)·ps) of row i
+  int max_pages_per_row = 0;            //!< row stride of page_table (≥ ceil(max kv_len / ps))
+  const int32_t* kv_len = nullptr;      //!< [N] int32: keys in the cache, = m + 1. Must satisfy
+                                        //!<  1 ≤ kv_len ≤ config.max_context; a row outside gets
+                                        //!<  NaN output, writes nothing, and raises error flag 1
+
+  float softmax_scale = 0;  //!< s in exp(s·q·k) (typically 1/√D)
+
+  // --- MAC parameters (DESIGN §3) -----------------------------------------------------
+  double tau = 0.45;    //!< τ; hit iff canonical FP32 d2 < thr = 2·D·(1−τ)² (thr rounded to
+                        //!<  FP32 once, as mac::match_threshold)
+  int ring = 512;       //!< M, ring capacity (must equal config.ring)
+  int tail = 256;       //!< r ≥ 0, exact tail; E(p) = max(0, p + 1 − r)
+  int sinks = 0;        //!< F ≥ 0, front sinks; Fe(e) = min(F, e)
+  int gen_min = 2048;   //!< a row is eligible only if m ≥ gen_min
+
+  // --- ring caches, per request slot (MAC only) ----------------------------------------
+  const int32_t* slot = nullptr;  //!< [N] int32 request slot of each row, in [0, num_slots);
+                                  //!<  two rows of one step must not share a slot
+  int num_slots = 0;              //!< R
+  uint16_t* ring_q_pre = nullptr;  //!< [R, M, Hq, D] bf16: q̃_p of position p in slot p mod M
+  uint16_t* ring_o = nullptr;      //!< [R, M, Hq, D] bf16: normalised o of entry(p) over
+                                   //!<  keys [Fe(E(p)), E(p))
+  float* ring_lse = nullptr;       //!< [R, M, Hq] fp32 natural-log L of entry(p); −inf = empty
+  const int32_t* ready = nullptr;    //!< [R] int32, nonzero = caches usable (DESIGN §3.2)
+  const int32_t* epoch_a = nullptr;  //!< [R] int32 } a row is ready iff ready ≠ 0 and
+  const int32_t* epoch_b = nullptr;  //!< [R] int32 }  epoch_a == epoch_b
+
+  // --- outputs ------------------------------------------------------------------------
+  uint16_t* out = nullptr;  //!< [N, Hq, D] bf16, normalised attention output
+  float* lse = nullptr;     //!< [N, Hq] fp32, natural-log LSE of the output (may be nullptr)
+
+  // --- optional diagnostics, [N, Hq] each; nullptr to skip ----------------------------
+  int8_t* diag_hit = nullptr;          //!< 1 on a hit, 0 on a miss
+  int64_t* diag_match_pos = nullptr;   //!< matched position p on a hit, −1 on a miss
+  float* diag_d2 = nullptr;            //!< canonical FP32 d2 of the nearest candidate (NaN if
+                                       //!<  none searched: ineligible row)
+  int32_t* diag_keys_read = nullptr;   //!< KV tokens this head attended to this step
+};
+
+/*! \brief Ring entries for prompt positions (DESIGN §3 "Prefill"): for each request i and
+ *  position p = first_pos[i] + j, j < num_positions, writes slot p mod M of request slot
+ *  slot[i]: q̃_p (bit copy) and the exact state attn(q_p, [Fe(E(p)), E(p))) (BF16 o, FP32 L).
+ *  Uses the paged KV, page table and ring pointers of `kv` (its q/kv_len/out fields are
+ *  ignored). Not for graph capture. Typically first_pos = max(0, P − M), num_positions =
+ *  P − first_pos. */
+struct PrefillParams {
+  DecodeParams kv;                      //!< KV pools, page_table (rows = requests), ring
+                                        //!<  pointers, softmax_scale, ring/tail/sinks
+  int batch = 0;                        //!< requests
+  int num_positions = 0;                //!< positions per request, ≤ M
+  const int64_t* first_pos_host = nullptr;  //!< HOST [batch]: first position of each request
+  const int32_t* slot_host = nullptr;       //!< HOST [batch]: request slot of each request
+  const uint16_t* q_pre = nullptr;   //!< [batch, num_positions, Hq, D] bf16 (device)
+  const uint16_t* q_post = nullptr;  //!< [batch, num_positions, Hq, D] bf16 (device)
+};
+
+/*! \brief Where K3 (rectify-append, the ring write) runs. */
+enum class K3Mode : int {
+  kFused = 0,       //!< inside the combine kernel (K2's last stage); default, measured faster
+  kSideStream = 1,  //!< separate kernel on a side stream, forked after the amend kernel and
+                    //!<  joined by one event (the paper's layout)
+};
+
+/*! \brief Static configuration: fixes the workspace and the launch shapes. */
+struct EngineConfig {
+  int max_batch = 1;     //!< largest N
+  int num_q_heads = 0;   //!< Hq = G·Hkv
+  int num_kv_heads = 0;  //!< Hkv
+  int head_dim = 128;    //!< D ∈ {64, 128, 256}
+  int max_context = kMaxContext;  //!< largest kv_len any step may have (≤ kMaxContext)
+  int ring = 512;        //!< M
+  int kv_chunk = 0;      //!< keys per work item of the amend kernel (0 → 512); part of the
+                         //!<  reduction order, so full attention and MAC share it
+  K3Mode k3_mode = K3Mode::kFused;
+  int device = 0;        //!< CUDA device ordinal
+};
+
+/*! \brief Which computation a step or a captured graph runs. */
+enum class StepKind : int {
+  kFullAttention = 0,  //!< exact paged decode; MAC fields ignored, nothing written to rings
+  kMac = 1,            //!< K1 + K2 + K3
+};
+
+/*! \brief Owns workspace, side stream, events and an optional captured graph.
+ *  Not thread-safe; one Engine per stream of work. */
+class Engine {
+ public:
+  /*! \brief Validates `cfg` (shapes, D, G, max_context ≤ kMaxContext) and allocates. */
+  static Status create(const EngineConfig& cfg, std::unique_ptr<Engine>* out);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineConfig& config() const;
+  /*! \brief Bytes of device workspace held. */
+  size_t workspace_bytes() const;
+
+  /*! \brief Checks `p` against the config on the host (pointers, strides, sizes, τ, M, r,
+   *  F, gen_min); does not read device memory. */
+  Status validate(const DecodeParams& p, StepKind kind) const;
+
+  /*! \brief Exact split-KV paged decode with combine: out/lse of every row and query head
+   *  (each KV head read once for its G query heads). */
+  Status full_attention(const DecodeParams& p, void* stream);
+
+  /*! \brief One MAC decode step (DESIGN §3): K1 match, device-side schedule, K2 amend &
+   *  complete, K3 ring write (gated by readiness). Rows that are ineligible (m < gen_min,
+   *  not ready, epochs differ, m = 0) produce output bit-identical to full_attention(). */
+  Status mac_step(const DecodeParams& p, void* stream);
+
+  /*! \brief Writes prefill ring entries (see PrefillParams). Synchronous on `stream`. */
+  Status prefill_entries(const PrefillParams& p, void* stream);
+
+  /*! \brief Captures one step of `kind` with `p` into a CUDA graph (replacing any earlier
+   *  one). Refuses (kContextTooLong) if config.max_context exceeds what the workspace holds
+   *  — i.e. a context beyond the configured maximum never reaches a captured kernel. */
+  Status capture(StepKind kind, const DecodeParams& p, void* stream);
+  /*! \brief Replays the captured graph on `stream`. */
+  Status replay(void* stream);
+
+  /*! \brief Device-side error flags accumulated since the last reset (bit 0: a kv_len out
+   *  of [1, max_context]; bit 1: a slot out of range). Synchronises `stream`. */
+  Status read_error_flags(int* flags, bool reset, void* stream);
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Benchmark helper
+// ---------------------------------------------------------------------------------------
+
+/*! \brief Streaming-read bandwidth of the device (a simple 16-byte-load reduction kernel
+ *  over `bytes` of memory, median of `reps` timed runs after warm-up). GB/s = 1e9 B/s. */
+Status measure_read_bandwidth(size_t bytes, int reps, double* gbps);
+
+}  // namespace mac::cuda
