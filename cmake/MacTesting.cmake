@@ -8,6 +8,7 @@ function(mac_add_test_suite)
   cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS} Boost::boost mac_warnings)
+  target_include_directories(${ARG_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
   target_compile_definitions(${ARG_NAME} PRIVATE
     MAC_SOURCE_DIR="${PROJECT_SOURCE_DIR}" MAC_BINARY_DIR="${PROJECT_BINARY_DIR}")
   set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
