@@ -1,0 +1,8 @@
+// K2 amend kernel instantiated for D = 256 (one head dimension per file keeps builds parallel).
+#include "amend_impl.cuh"
+#include "launch.hpp"
+
+namespace mac::cuda::detail {
+cudaError_t launch_amend_d256(const KParams& p, int grid, cudaStream_t s) { return launch_amend_impl<256>(p, grid, s); }
+int amend_grid_d256(int device) { return amend_grid_impl<256>(device); }
+}  // namespace mac::cuda::detail

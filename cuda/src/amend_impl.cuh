@@ -1,0 +1,296 @@
+#pragma once
+// K2 "amend" kernel (and the whole of full attention's KV pass): split-KV partial attention
+// over work items of ≤ chunk keys of one (row, KV head), all G query heads of the group at
+// once, so each KV head is read once for its G query heads.
+//
+// Layers (CUTLASS-style): a persistent grid of independent warps; each warp walks its items
+// (w, w + W, w + 2W, ...) as one continuous stream of 16-key tiles; K and V tiles stream
+// through a per-warp cp.async ring of kStages shared-memory stages (16-byte copies, XOR
+// swizzled rows so ldmatrix is conflict-free); S = Q·Kᵀ and O += P·V run on mma.sync
+// m16n8k16 (bf16 in, fp32 accumulate) with the G query heads as the 16 MMA rows (rows ≥ G
+// are zero and discarded). Online softmax in base 2. Each item ends with a normalised
+// partial state (o fp32 [G, D], LSE base 2) that the combine kernel merges in item order.
+//
+// Per query head the keys of an item are clipped to the head's own range (band items start
+// at the head's band_start), so the hit heads of a mixed group attend only their band.
+#include "internal.cuh"
+
+namespace mac::cuda::detail {
+
+template <int D>
+struct AmendCfg {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kStages = D == 64 ? 4 : 3;
+  static constexpr int kCpr = D / 8;                 // 16-byte chunks per key row
+  static constexpr int kTileBytes = 16 * D * 2;      // one 16-key tile of K (or V)
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kWarpSmem = kStages * kStageBytes;
+  static constexpr int kSmem = kWarps * kWarpSmem;
+  static constexpr int kMinBlocks = D == 256 ? 1 : 2;
+};
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// c += a · b, m16n8k16, bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+/*! \brief Which (row, KV head, key range) global item `item` is. */
+struct ItemDesc {
+  int row, hk, a, b, cat, ntiles;
+};
+
+__device__ __forceinline__ ItemDesc find_item(const KParams& p, int item) {
+  // Binary search of the group whose [group_off[g], group_off[g+1]) holds `item`.
+  const int ng = p.N * p.Hkv;
+  int lo = 0, hi = ng - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (__ldg(p.group_off + mid) <= item) lo = mid; else hi = mid - 1;
+  }
+  const GroupDesc g = p.groups[lo];
+  const ItemRange r = group_item(g, item - __ldg(p.group_off + lo), p.chunk);
+  ItemDesc d;
+  d.row = lo / p.Hkv;
+  d.hk = lo % p.Hkv;
+  d.a = r.a;
+  d.b = r.b;
+  d.cat = r.cat;
+  d.ntiles = (r.b - r.a + 15) / 16;
+  return d;
+}
+
+template <int D>
+__global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks)
+    amend_kernel(const KParams p) {
+  using Cfg = AmendCfg<D>;
+  constexpr int S = Cfg::kStages, CPR = Cfg::kCpr, NT = D / 8, KS = D / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t wsmem = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kWarpSmem;
+  const int total = __ldg(p.group_off + p.N * p.Hkv);
+  const int W = gridDim.x * Cfg::kWarps;
+  const int gw = blockIdx.x * Cfg::kWarps + warp;
+  if (gw >= total) return;  // whole warp leaves together
+
+  // ---- loader: walks the same (item, tile) sequence as the consumer, S−1 tiles ahead ----
+  int ld_item = gw, ld_tile = 0;
+  ItemDesc ld = find_item(p, ld_item);
+  int ld_ptrow = p.row_pt ? __ldg(p.row_pt + ld.row) : ld.row;
+  int ld_seq = 0;
+  auto issue_next = [&]() {
+    if (ld_item < total) {
+      const int tile_start = ld.a + 16 * ld_tile;
+      int key = tile_start + (lane & 15);
+      key = key < ld.b ? key : ld.b - 1;  // clamp: out-of-range rows hold a valid, finite key
+      const int page = __ldg(p.page_table + static_cast<int64_t>(ld_ptrow) * p.max_pages + key / p.page_size);
+      const int64_t off = static_cast<int64_t>(page) * p.page_stride +
+                          static_cast<int64_t>(key % p.page_size) * p.token_stride +
+                          static_cast<int64_t>(ld.hk) * p.head_stride;
+      const uint32_t sK = wsmem + (ld_seq % S) * Cfg::kStageBytes, sV = sK + Cfg::kTileBytes;
+#pragma unroll
+      for (int i = 0; i < (16 * CPR) / 32; ++i) {
+        const int idx = lane + 32 * i, r = idx / CPR, c = idx % CPR;
+        const int64_t roff = __shfl_sync(0xffffffffu, off, r) + c * 8;
+        const uint32_t dst = (r * CPR + (c ^ (r & 7))) * 16;
+        cp_async16(sK + dst, p.k_cache + roff);
+        cp_async16(sV + dst, p.v_cache + roff);
+      }
+      if (++ld_tile == ld.ntiles) {
+        ld_tile = 0;
+        ld_item += W;
+        if (ld_item < total) {
+          ld = find_item(p, ld_item);
+          ld_ptrow = p.row_pt ? __ldg(p.row_pt + ld.row) : ld.row;
+        }
+      }
+    }
+    ++ld_seq;
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) issue_next();
+
+  // ---- consumer ----
+  const int g0 = lane >> 2, q4 = lane & 3;
+  for (int cs_item = gw; cs_item < total; cs_item += W) {
+    const ItemDesc it = find_item(p, cs_item);
+    // Q fragments (A operand, 16 rows = query heads of the group, zero beyond G).
+    uint32_t qf[KS][4];
+    int start[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int g = g0 + 8 * rr;
+      const int h = it.hk * p.G + g;
+      if (g < p.G) {
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(p.q_post + it.row * p.q_row_stride +
+                                                             static_cast<int64_t>(h) * D);
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+          qf[kk][rr] = __ldg(q + kk * 8 + q4);
+          qf[kk][rr + 2] = __ldg(q + kk * 8 + 4 + q4);
+        }
+        int s0 = it.a;
+        if (it.cat == kCatBand && p.mode == kModeMac) {
+          const int bs = p.plans[it.row * p.Hq + h].band_start;
+          s0 = bs > s0 ? bs : s0;
+        }
+        start[rr] = s0;
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) qf[kk][rr] = qf[kk][rr + 2] = 0u;
+        start[rr] = it.b;  // fully masked
+      }
+    }
+    float o[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+
+    for (int t = 0; t < it.ntiles; ++t) {
+      cp_async_wait<S - 2>();
+      __syncwarp();
+      const uint32_t sK = wsmem + ((ld_seq - (S - 1)) % S) * Cfg::kStageBytes, sV = sK + Cfg::kTileBytes;
+      const int tile_start = it.a + 16 * t;
+      // S = Q · Kᵀ: two n-tiles of 8 keys.
+      float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      {
+        const int j = lane >> 3, krow = (j >> 1) * 8 + (lane & 7);
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+          const int c = 2 * kk + (j & 1);
+          uint32_t b[4];
+          ldmatrix_x4(b, sK + (krow * CPR + (c ^ (krow & 7))) * 16);
+          mma_bf16(s[0], qf[kk], b[0], b[1]);
+          mma_bf16(s[1], qf[kk], b[2], b[3]);
+        }
+      }
+      // Mask, scale to base 2, online softmax per row.
+      float pr[2][4];
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        float x[4];
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = tile_start + n * 8 + q4 * 2 + e;
+            const bool ok = key >= start[rr] && key < it.b;
+            x[n * 2 + e] = ok ? s[n][rr * 2 + e] * p.scale_log2 : -INFINITY;
+          }
+        float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mnew = fmaxf(mrow[rr], mx);
+        float alpha = 1.f, ls = 0.f;
+        if (mnew == -INFINITY) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) x[i] = 0.f;
+        } else {
+          alpha = exp2f(mrow[rr] - mnew);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            x[i] = exp2f(x[i] - mnew);
+            ls += x[i];
+          }
+        }
+        mrow[rr] = mnew;
+        lrow[rr] = lrow[rr] * alpha + ls;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          o[n][rr * 2] *= alpha;
+          o[n][rr * 2 + 1] *= alpha;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) pr[rr][i] = x[i];
+      }
+      // P as the A operand (16 rows × 16 keys).
+      uint32_t pa[4];
+      pa[0] = pack_bf16x2(pr[0][0], pr[0][1]);  // row g0, keys q4*2..   (n-tile 0)
+      pa[1] = pack_bf16x2(pr[1][0], pr[1][1]);  // row g0+8
+      pa[2] = pack_bf16x2(pr[0][2], pr[0][3]);  // row g0, keys 8 + q4*2 (n-tile 1)
+      pa[3] = pack_bf16x2(pr[1][2], pr[1][3]);  // row g0+8
+      // O += P · V (V transposed by ldmatrix.trans).
+      {
+        const int j = lane >> 3, vrow = (j & 1) * 8 + (lane & 7);
+#pragma unroll
+        for (int nd = 0; nd < NT / 2; ++nd) {
+          const int c = 2 * nd + (j >> 1);
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, sV + (vrow * CPR + (c ^ (vrow & 7))) * 16);
+          mma_bf16(o[2 * nd], pa, b[0], b[1]);
+          mma_bf16(o[2 * nd + 1], pa, b[2], b[3]);
+        }
+      }
+      __syncwarp();
+      issue_next();
+    }
+
+    // Finalise the item: normalised partial state per query head, base-2 LSE.
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float l = lrow[rr];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int g = g0 + 8 * rr;
+      if (g < p.G) {
+        const bool empty = !(l > 0.f);
+        const float inv = empty ? 0.f : 1.f / l;
+        const int64_t base = (static_cast<int64_t>(cs_item) * p.G + g);
+        float* po = p.part_o + base * D;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          float2 v = make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv);
+          *reinterpret_cast<float2*>(po + n * 8 + q4 * 2) = v;
+        }
+        if (q4 == 0) p.part_lse2[base] = empty ? -INFINITY : mrow[rr] + log2f(l);
+      }
+    }
+  }
+  cp_async_wait<0>();
+}
+
+template <int D>
+cudaError_t launch_amend_impl(const KParams& p, int grid, cudaStream_t stream) {
+  using Cfg = AmendCfg<D>;  // the smem limit was raised by amend_grid_impl (Engine::create)
+  amend_kernel<D><<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int D>
+int amend_grid_impl(int device) {
+  using Cfg = AmendCfg<D>;
+  cudaFuncSetAttribute(amend_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+  int per_sm = 0, sms = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, amend_kernel<D>, Cfg::kThreads, Cfg::kSmem);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (per_sm < 1) per_sm = 1;
+  return per_sm * sms;
+}
+
+}  // namespace mac::cuda::detail

@@ -1,0 +1,158 @@
+// Combine (DESIGN §3 steps 3–5): merges K2's partial states of each (row, query head) in
+// item order into prefix ⊕ band (the new ring entry), sinks and tail, and
+// out = (entry ⊕ sink) ⊕ tail. K3 (the ring write of entry(m) into slot m mod M, only if
+// ready) runs here when fused, or alone in a side-stream launch of the same kernel.
+// Rows that are not eligible merge their items strictly in key order, exactly as full
+// attention does, so their output is bit-identical to full attention.
+#include "launch.hpp"
+
+namespace mac::cuda::detail {
+
+template <int D>
+__global__ void __launch_bounds__(128) combine_kernel(const KParams p, int k3_only) {
+  constexpr int V = D / 32;  // dims per lane, contiguous
+  const int lane = threadIdx.x & 31;
+  const int wid = blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (wid >= p.N * p.Hq) return;
+  const int row = wid / p.Hq, h = wid % p.Hq, hk = h / p.G, gl = h % p.G;
+  const RowInfo ri = p.rows[row];
+  const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
+  const bool want_out = !k3_only && p.mode != kModePrefill;
+  if (!ri.valid) {
+    if (want_out) {
+      const float nan = __int_as_float(0x7fc00000);
+#pragma unroll
+      for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(nan);
+      if (lane == 0) {
+        if (p.lse) p.lse[oh] = nan;
+        if (p.diag_hit) p.diag_hit[oh] = 0;
+        if (p.diag_match_pos) p.diag_match_pos[oh] = -1;
+        if (p.diag_d2) p.diag_d2[oh] = nan;
+        if (p.diag_keys_read) p.diag_keys_read[oh] = 0;
+      }
+    }
+    return;
+  }
+  const bool write_entry =
+      (p.mode == kModePrefill || (p.mode == kModeMac && ri.ready)) && (k3_only || p.k3_in_combine);
+  if (k3_only && !write_entry) return;
+
+  const int gi = row * p.Hkv + hk;
+  const GroupDesc g = p.groups[gi];
+  const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
+  MergeAcc<V> all, sink, band, tail;
+  for (int k = 0; k < cnt; ++k) {
+    const ItemRange it = group_item(g, k, p.chunk);
+    const int64_t pi = static_cast<int64_t>(off + k) * p.G + gl;
+    const float l2 = p.part_lse2[pi];
+    float o[V];
+    const float* src = p.part_o + pi * D + lane * V;
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < V; i += 4) *reinterpret_cast<float4*>(o + i) = *reinterpret_cast<const float4*>(src + i);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; i += 2) *reinterpret_cast<float2*>(o + i) = *reinterpret_cast<const float2*>(src + i);
+    }
+    if (!ri.eligible && want_out) all.add(l2, o);
+    if (it.cat == kCatSink) sink.add(l2, o);
+    else if (it.cat == kCatBand) band.add(l2, o);
+    else tail.add(l2, o);
+  }
+  HeadPlan plan;
+  plan.hit = 0;
+  plan.match_pos = -1;
+  plan.d2 = __int_as_float(0x7fc00000);
+  plan.band_start = g.s_e;
+  if (p.mode == kModeMac) plan = p.plans[oh];
+
+  // entry(m) = prefix ⊕ band over [Fe(E(m)), E(m)).
+  float eo[V];
+  band.normalised(eo);
+  float el = band.lse2();
+  if (plan.hit) {
+    float po[V];
+    const uint16_t* sp = p.snap_o + oh * D + lane * V;
+#pragma unroll
+    for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(sp[i]);
+    float pl = p.snap_lse2[oh];
+    merge_states<V>(pl, po, el, eo);  // prefix ⊕ band
+    el = pl;
+#pragma unroll
+    for (int i = 0; i < V; ++i) eo[i] = po[i];
+  }
+  if (write_entry) {
+    const int sl = p.slot[row];
+    const int64_t ri_ = (static_cast<int64_t>(sl) * p.M + ri.m % p.M) * p.Hq + h;
+    const uint16_t* qsrc = p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + lane * V;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      p.ring_q[ri_ * D + lane * V + i] = qsrc[i];
+      p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(eo[i]);
+    }
+    if (lane == 0) p.ring_lse[ri_] = lse_log2_to_natural(el);
+  }
+  if (!want_out) return;
+
+  float oo[V];
+  float ol;
+  if (!ri.eligible) {
+    all.normalised(oo);  // strictly in key order: identical to full attention
+    ol = all.lse2();
+  } else {
+    float so[V], to[V];
+    sink.normalised(so);
+    tail.normalised(to);
+    ol = el;
+#pragma unroll
+    for (int i = 0; i < V; ++i) oo[i] = eo[i];
+    merge_states<V>(ol, oo, sink.lse2(), so);  // entry ⊕ sink
+    merge_states<V>(ol, oo, tail.lse2(), to);  // ⊕ tail
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(oo[i]);
+  if (lane == 0) {
+    if (p.lse) p.lse[oh] = lse_log2_to_natural(ol);
+    if (p.diag_hit) p.diag_hit[oh] = static_cast<int8_t>(plan.hit);
+    if (p.diag_match_pos) p.diag_match_pos[oh] = plan.match_pos;
+    if (p.diag_d2) p.diag_d2[oh] = plan.d2;
+    if (p.diag_keys_read)
+      p.diag_keys_read[oh] = plan.hit ? (g.em - plan.band_start) + g.s_e + (g.end - g.em) : g.end;
+  }
+}
+
+cudaError_t launch_combine(const KParams& p, bool k3_only, cudaStream_t s) {
+  const int grid = (p.N * p.Hq + 3) / 4;
+  switch (p.D) {
+    case 64: combine_kernel<64><<<grid, 128, 0, s>>>(p, k3_only); break;
+    case 128: combine_kernel<128><<<grid, 128, 0, s>>>(p, k3_only); break;
+    case 256: combine_kernel<256><<<grid, 128, 0, s>>>(p, k3_only); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+// Streaming read: each thread sums 16-byte words grid-stride; the xor result goes to `sink`
+// only if impossible, so the loads cannot be removed.
+__global__ void read_bw_kernel(const uint4* __restrict__ src, size_t n, unsigned* sink) {
+  unsigned acc = 0;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = __ldcs(src + i), b = __ldcs(src + i + stride), c = __ldcs(src + i + 2 * stride),
+                d = __ldcs(src + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 a = __ldcs(src + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+
+cudaError_t launch_read_bw(const void* src, size_t n16, unsigned* sink, int grid, cudaStream_t s) {
+  read_bw_kernel<<<grid, 512, 0, s>>>(static_cast<const uint4*>(src), n16, sink);
+  return cudaGetLastError();
+}
+
+}  // namespace mac::cuda::detail

@@ -1,0 +1,206 @@
+// K1 match (DESIGN §3 steps 1–2, §3.1) and the device-side schedule of K2's work items.
+#include <cub/block/block_scan.cuh>
+
+#include "launch.hpp"
+
+namespace mac::cuda::detail {
+
+/*! \brief Row validity, readiness and eligibility (DESIGN §3 step 1, §3.2). */
+__device__ inline RowInfo row_info(const KParams& p, int row) {
+  RowInfo ri;
+  const int len = p.kv_len[row];
+  ri.valid = len >= 1 && len <= p.max_context;
+  ri.m = ri.valid ? len - 1 : -1;
+  ri.ready = 0;
+  if (p.mode != kModeFull && ri.valid) {
+    const int sl = p.slot[row];
+    if (sl < 0 || sl >= p.R) {
+      ri.valid = 0;
+      ri.m = -1;
+    } else if (p.mode == kModeMac) {
+      ri.ready = p.ready[sl] != 0 && p.epoch_a[sl] == p.epoch_b[sl];
+    }
+  }
+  ri.eligible = p.mode == kModeMac && ri.valid && ri.ready && ri.m >= p.gen_min && ri.m >= 1;
+  return ri;
+}
+
+/*! \brief (d2, p) ordering of the reference: smaller d2 first, a NaN never displaces a
+ *  number, ties (and NaN vs NaN) go to the older (smaller) position. */
+__device__ inline bool better(float da, int pa, float db, int pb) {
+  const bool na = isnan(da), nb = isnan(db);
+  if (na != nb) return nb;  // a number beats NaN
+  if (!na && da != db) return da < db;
+  return pa < pb;
+}
+
+template <int D>
+__global__ void __launch_bounds__(256) match_kernel(const KParams p) {
+  constexpr int LANES = D / 8;          // lanes per candidate (canonical order, §3.1)
+  constexpr int CPP = 256 / LANES;      // candidates per pass of the block
+  constexpr int UNROLL = 4;
+  const int h = blockIdx.x, row = blockIdx.y, tid = threadIdx.x;
+  const RowInfo ri = row_info(p, row);
+  const int m = ri.m;
+  const int em = ri.valid ? prefix_end_dev(m, p.r) : 0;
+  HeadPlan plan;
+  plan.band_start = sink_end_dev(p.F, em);
+  plan.match_pos = -1;
+  plan.d2 = __int_as_float(0x7fc00000);  // NaN: nothing searched
+  plan.hit = 0;
+  __shared__ float s_d2[256 / 32];
+  __shared__ int s_p[256 / 32];
+  __shared__ int s_hit;
+  if (ri.eligible) {
+    const int sl = p.slot[row];
+    const int l = tid % LANES, cgrp = tid / LANES;
+    float q[8];
+    {
+      const uint4 v = *reinterpret_cast<const uint4*>(p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + 8 * l);
+      const uint16_t* b = reinterpret_cast<const uint16_t*>(&v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[i] = bf16_bits_to_float(b[i]);
+    }
+    const int first = m - p.M > 0 ? m - p.M : 0;
+    float best_d = __int_as_float(0x7fc00000);
+    int best_p = 0x7fffffff;
+    const uint16_t* ring = p.ring_q + (static_cast<int64_t>(sl) * p.M) * p.Hq * D + static_cast<int64_t>(h) * D + 8 * l;
+    for (int base = first; base < m; base += CPP * UNROLL) {
+      uint4 v[UNROLL];
+      int pos[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        pos[u] = base + u * CPP + cgrp;
+        const int pc = pos[u] < m ? pos[u] : m - 1;
+        v[u] = *reinterpret_cast<const uint4*>(ring + static_cast<int64_t>(pc % p.M) * p.Hq * D);
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const uint16_t* b = reinterpret_cast<const uint16_t*>(&v[u]);
+        float acc = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float diff = q[i] - bf16_bits_to_float(b[i]);
+          acc = fmaf(diff, diff, acc);
+        }
+#pragma unroll
+        for (int off = LANES / 2; off >= 1; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        if (pos[u] < m && better(acc, pos[u], best_d, best_p)) {
+          best_d = acc;
+          best_p = pos[u];
+        }
+      }
+    }
+    // Lexicographic min over the block (order-independent, so any reduction tree works).
+#pragma unroll
+    for (int off = 16; off >= LANES && off >= 1; off >>= 1) {
+      const float od = __shfl_xor_sync(0xffffffffu, best_d, off);
+      const int op = __shfl_xor_sync(0xffffffffu, best_p, off);
+      if (better(od, op, best_d, best_p)) {
+        best_d = od;
+        best_p = op;
+      }
+    }
+    if ((tid & 31) == 0) {
+      s_d2[tid >> 5] = best_d;
+      s_p[tid >> 5] = best_p;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      for (int w = 1; w < 8; ++w)
+        if (better(s_d2[w], s_p[w], best_d, best_p)) {
+          best_d = s_d2[w];
+          best_p = s_p[w];
+        }
+      plan.d2 = best_d;
+      int hit = 0;
+      if (best_d < p.thr) {  // strict; NaN never hits
+        // Argmin first, validity second: the nearest entry must be usable.
+        const float L = p.ring_lse[(static_cast<int64_t>(sl) * p.M + best_p % p.M) * p.Hq + h];
+        const int ep = prefix_end_dev(best_p, p.r);
+        hit = (L > -INFINITY) && !(p.F > 0 && ep < p.F);
+        if (hit) {
+          plan.hit = 1;
+          plan.match_pos = best_p;
+          plan.band_start = ep;
+          p.snap_lse2[row * p.Hq + h] = lse_natural_to_log2(L);
+        }
+      }
+      s_hit = hit ? best_p : -1;
+    }
+    __syncthreads();
+    // Snapshot the prefix state before anyone may overwrite its slot (read before write).
+    const int hp = s_hit;
+    if (hp >= 0 && tid < D / 8) {
+      const uint4* src = reinterpret_cast<const uint4*>(
+          p.ring_o + ((static_cast<int64_t>(sl) * p.M + hp % p.M) * p.Hq + h) * D);
+      reinterpret_cast<uint4*>(p.snap_o + (static_cast<int64_t>(row) * p.Hq + h) * D)[tid] = src[tid];
+    }
+  }
+  if (tid == 0) p.plans[row * p.Hq + h] = plan;
+}
+
+/*! \brief One block: per group (row, KV head) the key ranges and item count, then an
+ *  exclusive scan into group_off. The work split follows each group's span (misses: the
+ *  whole context; all-hit groups: band + tail + sinks) and is decided here, on the device. */
+__global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
+  using Scan = cub::BlockScan<int, 1024>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int carry;
+  const int tid = threadIdx.x, ng = p.N * p.Hkv;
+  for (int row = tid; row < p.N; row += blockDim.x) {
+    const RowInfo ri = row_info(p, row);
+    p.rows[row] = ri;
+    if (!ri.valid) atomicOr(p.err, (p.kv_len[row] < 1 || p.kv_len[row] > p.max_context) ? 1 : 2);
+  }
+  if (tid == 0) carry = 0;
+  __syncthreads();
+  for (int base = 0; base < ng; base += blockDim.x) {
+    const int gi = base + tid;
+    int cnt = 0;
+    if (gi < ng) {
+      const int row = gi / p.Hkv, hk = gi % p.Hkv;
+      const RowInfo ri = row_info(p, row);
+      GroupDesc g;
+      g.end = ri.valid ? ri.m + 1 : 0;
+      g.em = ri.valid ? prefix_end_dev(ri.m, p.r) : 0;
+      g.s_e = sink_end_dev(p.F, g.em);
+      g.lo = g.s_e;
+      if (ri.eligible) {
+        int lo = g.em;
+        for (int j = 0; j < p.G; ++j) {
+          const int bs = p.plans[row * p.Hq + hk * p.G + j].band_start;
+          lo = bs < lo ? bs : lo;
+        }
+        g.lo = lo;
+      }
+      p.groups[gi] = g;
+      cnt = group_item_count(g, p.chunk);
+    }
+    int excl, agg;
+    Scan(tmp).ExclusiveSum(cnt, excl, agg);
+    if (gi < ng) p.group_off[gi] = carry + excl;
+    __syncthreads();
+    if (tid == 0) carry += agg;
+    __syncthreads();
+  }
+  if (tid == 0) p.group_off[ng] = carry;
+}
+
+cudaError_t launch_match(const KParams& p, cudaStream_t s) {
+  const dim3 grid(p.Hq, p.N);
+  switch (p.D) {
+    case 64: match_kernel<64><<<grid, 256, 0, s>>>(p); break;
+    case 128: match_kernel<128><<<grid, 256, 0, s>>>(p); break;
+    case 256: match_kernel<256><<<grid, 256, 0, s>>>(p); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_schedule(const KParams& p, cudaStream_t s) {
+  schedule_kernel<<<1, 1024, 0, s>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace mac::cuda::detail
