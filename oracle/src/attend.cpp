@@ -2,11 +2,11 @@
  *  \brief The FP64 compensated attention engine of the oracle (see oracle.hpp for the
  *         formulas and docs/oracle.md for the error analysis).
  *
- *  Work unit: one KV head × one sub-chunk [u0, u1) of keys × the queries of that KV
- *  head whose ranges cover the sub-chunk. Sub-chunks are the chunk grid (kChunk keys)
- *  cut further at every segment boundary of every query of the KV head, so each one lies
- *  inside exactly one segment of each query that covers it. A unit reads its K and V
- *  rows once for all its queries and produces, per query, a compensated partial
+ *  Work unit: one sub-chunk [u0, u1) of keys × the queries whose ranges cover it.
+ *  Sub-chunks are the chunk grid (kChunk keys) cut further at every segment boundary of
+ *  every query, so each one lies inside exactly one segment of each query that covers
+ *  it. A unit reads each K and V row once for all the queries of its KV head (GQA), in
+ *  memory order, and produces, per query, a compensated partial
  *  (μ_c, Z_c, S_c) relative to its own maximum; partials of one segment are combined in
  *  key order, so results do not depend on the thread count.
  */
@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace mac::oracle {
@@ -21,6 +22,11 @@ namespace mac::oracle {
 // Hot loops get AVX-512 / AVX2 clones chosen at load time (the project builds for the
 // baseline ISA); the arithmetic is the same in every clone (-ffp-contract=off, see
 // oracle/CMakeLists.txt: contraction into FMA would break the TwoSum identities).
+// The vector code below uses GCC/Clang vector extensions. Its helpers pass vectors by
+// value only between inlined internal functions, so the psABI note does not apply.
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define MAC_ORACLE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -29,101 +35,167 @@ namespace mac::oracle {
 
 namespace {
 
-constexpr int64_t kChunk = 512;  // keys per work unit (K+V chunk fits in L2)
-constexpr int kBlock = 16;       // keys per transposed K block in pass 1 (independent TwoSum chains)
+constexpr int64_t kChunk = 256;  // keys per work unit (all KV heads: its K rows stay in L2)
+constexpr int kBlock = 8;        // keys per pass-1 block: 8 independent TwoSum chains
+constexpr int kLanes = 8;        // doubles per vector (one AVX-512 register, two AVX2, four SSE2)
+constexpr int kDotSub = 4;       // pass 1: exact products summed in fours before each TwoSum
+constexpr int kAxpySub = 8;      // pass 2: keys summed in eights before each TwoSum
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-/*! \brief TwoSum (Knuth): s + p = t + e exactly, with t = fl(s + p). Adds e to c. */
-inline void two_sum_acc(double& s, double& c, double p) {
-  const double t = s + p;
-  const double z = t - s;
+// GCC/Clang vector extensions: lowered per clone to the widest registers it has.
+typedef double VecD __attribute__((vector_size(kLanes * sizeof(double))));
+typedef float VecF __attribute__((vector_size(kLanes * sizeof(float))));
+
+inline VecD load(const double* p) {
+  VecD v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(double* p, VecD v) { std::memcpy(p, &v, sizeof v); }
+
+/*! \brief TwoSum (Knuth): s + p = t + e exactly with t = fl(s + p); t → s, e added to c.
+ *  Valid for any magnitudes (no branch), so it vectorises; needs -ffp-contract=off. */
+template <typename V>
+inline void two_sum_acc(V& s, V& c, V p) {
+  const V t = s + p;
+  const V z = t - s;
   c += (s - (t - z)) + (p - z);
   s = t;
 }
 
-/*! \brief Pass 1 on a block: dot[j] = Σ_i q[i]·kt[i][j] for kBlock keys, the exact
- *  products (BF16 × BF16) summed with TwoSum; `kt` is [d][kBlock]. */
+/*! \brief Pass 1 on a block: dot[k] = Σ_i q[i]·kd[k][i] for kBlock keys (`kd` is
+ *  [kBlock][d] row-major). The products (BF16 × BF16, 16 significant bits) are exact in
+ *  FP64; they are added in groups of kDotSub (usually still exact), and the group sums
+ *  go through TwoSum: per key kLanes compensated accumulators over i, whose lanes are
+ *  then folded with TwoSum, vectorised over the keys. Requires d % (kLanes·kDotSub) == 0. */
 MAC_ORACLE_CLONES
-void dot_block(const double* kt, const double* q, int64_t d, double* dot) {
-  double s[kBlock], c[kBlock];
-  for (int j = 0; j < kBlock; ++j) s[j] = c[j] = 0;
-  for (int64_t i = 0; i < d; ++i) {
-    const double qi = q[i];
-    const double* kr = kt + i * kBlock;
-    for (int j = 0; j < kBlock; ++j) {
-      const double p = qi * kr[j];
-      const double t = s[j] + p;
-      const double z = t - s[j];
-      c[j] += (s[j] - (t - z)) + (p - z);
-      s[j] = t;
+void dot_block(const double* kd, const double* q, int64_t d, double* dot) {
+  VecD s[kBlock], c[kBlock];
+  for (int k = 0; k < kBlock; ++k) s[k] = c[k] = VecD{};
+  for (int64_t i = 0; i < d; i += kLanes * kDotSub) {
+    const VecD q0 = load(q + i), q1 = load(q + i + kLanes), q2 = load(q + i + 2 * kLanes),
+               q3 = load(q + i + 3 * kLanes);
+    for (int k = 0; k < kBlock; ++k) {
+      const double* kk = kd + k * d + i;
+      const VecD p = (q0 * load(kk) + q1 * load(kk + kLanes)) + (q2 * load(kk + 2 * kLanes) + q3 * load(kk + 3 * kLanes));
+      two_sum_acc(s[k], c[k], p);
     }
   }
-  for (int j = 0; j < kBlock; ++j) dot[j] = s[j] + c[j];
+  // Transpose the kBlock × kLanes partials so the lane fold is vectorised over keys.
+  double sp[kBlock][kLanes], cp[kBlock][kLanes];
+  for (int k = 0; k < kBlock; ++k) {
+    store(sp[k], s[k]);
+    store(cp[k], c[k]);
+  }
+  VecD rs{}, rc{};
+  for (int l = 0; l < kLanes; ++l) {
+    VecD cs, cc;
+    for (int k = 0; k < kBlock; ++k) {
+      cs[k] = sp[k][l];
+      cc[k] = cp[k][l];
+    }
+    two_sum_acc(rs, rc, cs);
+    rc += cc;
+  }
+  store(dot, rs + rc);
+}
+static_assert(kBlock == kLanes, "dot_block folds one key per lane");
+
+/*! \brief dot = Σ_i q[i]·k[i] with TwoSum, any d (the generic path). */
+double dot_scalar(const double* k, const double* q, int64_t d) {
+  double s = 0, c = 0;
+  for (int64_t i = 0; i < d; ++i) two_sum_acc(s, c, q[i] * k[i]);
+  return s + c;
 }
 
-/*! \brief kt[i][j] = double(rows[j][i]) for j < n (zero-padded to kBlock). */
+/*! \brief Pass 2 on a block of n ≤ kAxpySub keys: (s, c) += Σ_k w[k]·vb[k] — the n
+ *  products summed plainly per element, the sum added with TwoSum. `vb` is [n][d]. */
 MAC_ORACLE_CLONES
-void transpose_block(const float* k0, int64_t row_stride, int n, int64_t d, double* kt) {
-  for (int j = 0; j < kBlock; ++j) {
-    if (j < n) {
-      const float* kr = k0 + j * row_stride;
-      for (int64_t i = 0; i < d; ++i) kt[i * kBlock + j] = static_cast<double>(kr[i]);
-    } else {
-      for (int64_t i = 0; i < d; ++i) kt[i * kBlock + j] = 0;
+void axpy_block(double* s, double* c, const double* w, const double* vb, int n, int64_t d) {
+  int64_t i = 0;
+  if (d % kLanes == 0) {
+    for (; i < d; i += kLanes) {
+      VecD acc = (VecD{} + w[0]) * load(vb + i);
+      for (int k = 1; k < n; ++k) acc += (VecD{} + w[k]) * load(vb + k * d + i);
+      VecD sv = load(s + i), cv = load(c + i);
+      two_sum_acc(sv, cv, acc);
+      store(s + i, sv);
+      store(c + i, cv);
     }
   }
-}
-
-/*! \brief Pass 2 on one key: (s, c) += w·v with TwoSum per element. */
-MAC_ORACLE_CLONES
-void axpy_comp(double* s, double* c, double w, const double* v, int64_t d) {
-  for (int64_t i = 0; i < d; ++i) {
-    const double p = w * v[i];
-    const double t = s[i] + p;
-    const double z = t - s[i];
-    c[i] += (s[i] - (t - z)) + (p - z);
-    s[i] = t;
+  for (; i < d; ++i) {
+    double acc = w[0] * vb[i];
+    for (int k = 1; k < n; ++k) acc += w[k] * vb[k * d + i];
+    two_sum_acc(s[i], c[i], acc);
   }
 }
 
+/*! \brief y = double(x) for n floats (exact). */
 MAC_ORACLE_CLONES
-void to_double(const float* x, int64_t d, double* y) {
-  for (int64_t i = 0; i < d; ++i) y[i] = static_cast<double>(x[i]);
+void to_double(const float* x, int64_t n, double* y) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    VecF f;
+    std::memcpy(&f, x + i, sizeof f);
+    store(y + i, __builtin_convertvector(f, VecD));
+  }
+  for (; i < n; ++i) y[i] = static_cast<double>(x[i]);
 }
 
-// One work unit.
+// One work unit: keys [u0, u1) for every query whose range covers them.
 struct Unit {
-  int64_t kv_head = 0, u0 = 0, u1 = 0;
-  std::vector<int64_t> queries;  // indices into the query list
+  int64_t u0 = 0, u1 = 0;
+  std::vector<int64_t> queries;  // indices into the query list, sorted by KV head
   size_t offset = 0;             // into the partial buffer: queries.size() × stride doubles
 };
 
 // Partial layout (stride = 3 + 2D doubles): [μ, Z, Zc, S[D], Sc[D]].
 inline size_t partial_stride(int64_t d) { return 3 + 2 * static_cast<size_t>(d); }
 
-/*! \brief Runs one unit: per query, the compensated partial over [u0, u1). */
+/*! \brief Runs one unit: per query, the compensated partial over [u0, u1). Keys are
+ *  visited a block at a time across all KV heads, so memory is read in order (rows of one
+ *  KV head alone are Hkv·D floats apart, which defeats the hardware prefetcher). */
 void run_unit(const ref::LayerData& layer, double scale, const std::vector<SegmentQuery>& qs,
               const std::vector<double>& qd, const Unit& u, double* out) {
   const int64_t d = layer.head_dim;
   const int64_t na = static_cast<int64_t>(u.queries.size());
   const int64_t len = u.u1 - u.u0;
-  const int64_t row_stride = layer.num_kv_heads * d;
   const size_t stride = partial_stride(d);
-  thread_local std::vector<double> kt, x, vd;
-  kt.resize(static_cast<size_t>(d) * kBlock);
+  struct Group {
+    int64_t kv_head, begin, end;  // queries [begin, end) of the unit share kv_head
+  };
+  thread_local std::vector<Group> groups;
+  thread_local std::vector<double> kd, x, vb;
+  groups.clear();
+  for (int64_t a = 0; a < na; ++a) {
+    const int64_t hk = qs[u.queries[a]].kv_head;
+    if (groups.empty() || groups.back().kv_head != hk) groups.push_back({hk, a, a});
+    groups.back().end = a + 1;
+  }
+  kd.resize(static_cast<size_t>(d) * kBlock);
   x.resize(static_cast<size_t>(na * len));
-  vd.resize(static_cast<size_t>(d));
-  // Pass 1: logits x[a][t] = s·(q_a·k_t) and the per-query maximum.
+  vb.resize(static_cast<size_t>(d) * kAxpySub);
+
+  // Pass 1: logits x[a][t] = s·(q_a·k_t); each K row converted once for its group.
+  const bool vec = d % (kLanes * kDotSub) == 0;
   double dot[kBlock];
   for (int64_t t0 = 0; t0 < len; t0 += kBlock) {
     const int n = static_cast<int>(std::min<int64_t>(kBlock, len - t0));
-    transpose_block(layer.k_at(u.u0 + t0, u.kv_head), row_stride, n, d, kt.data());
-    for (int64_t a = 0; a < na; ++a) {
-      dot_block(kt.data(), qd.data() + u.queries[a] * d, d, dot);
-      for (int j = 0; j < n; ++j) x[a * len + t0 + j] = scale * dot[j];
+    for (const Group& g : groups) {
+      for (int k = 0; k < n; ++k) to_double(layer.k_at(u.u0 + t0 + k, g.kv_head), d, kd.data() + k * d);
+      std::fill(kd.data() + n * d, kd.data() + kBlock * d, 0.0);
+      for (int64_t a = g.begin; a < g.end; ++a) {
+        const double* qa = qd.data() + u.queries[a] * d;
+        if (vec) {
+          dot_block(kd.data(), qa, d, dot);
+        } else {
+          for (int k = 0; k < n; ++k) dot[k] = dot_scalar(kd.data() + k * d, qa, d);
+        }
+        for (int k = 0; k < n; ++k) x[a * len + t0 + k] = scale * dot[k];
+      }
     }
   }
-  // Pass 2: weights relative to μ, compensated Z and S.
+  // Weights relative to the unit's maximum μ_c, and their compensated sum Z_c.
   for (int64_t a = 0; a < na; ++a) {
     double* p = out + a * stride;
     double* xa = x.data() + a * len;
@@ -138,14 +210,17 @@ void run_unit(const ref::LayerData& layer, double scale, const std::vector<Segme
     p[2] = zc;
     std::fill(p + 3, p + stride, 0.0);
   }
-  for (int64_t t = 0; t < len; ++t) {
-    to_double(layer.v_at(u.u0 + t, u.kv_head), d, vd.data());
-    for (int64_t a = 0; a < na; ++a) {
-      double* p = out + a * stride;
-      axpy_comp(p + 3, p + 3 + d, x[a * len + t], vd.data(), d);
+  // Pass 2: S_c = Σ w_t·v_t, compensated.
+  for (int64_t t0 = 0; t0 < len; t0 += kAxpySub) {
+    const int n = static_cast<int>(std::min<int64_t>(kAxpySub, len - t0));
+    for (const Group& g : groups) {
+      for (int k = 0; k < n; ++k) to_double(layer.v_at(u.u0 + t0 + k, g.kv_head), d, vb.data() + k * d);
+      for (int64_t a = g.begin; a < g.end; ++a) {
+        double* p = out + a * stride;
+        axpy_block(p + 3, p + 3 + d, x.data() + a * len + t0, vb.data(), n, d);
+      }
     }
   }
-  (void)qs;
 }
 
 /*! \brief Combines the partials of one segment (key order) into a state:
@@ -202,18 +277,19 @@ std::vector<std::vector<State>> attend_segments(const ref::LayerData& layer, dou
   for (int64_t qi = 0; qi < nq; ++qi)
     for (int64_t i = 0; i < d; ++i) qd[qi * d + i] = queries[qi].q[i];
 
-  // Build units per KV head, in key order.
+  // Units in key order: the chunk grid cut at every segment boundary of every query.
+  std::vector<int64_t> order, bounds;  // non-empty queries sorted by KV head; all cuts
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    if (queries[qi].cuts.front() == queries[qi].cuts.back()) continue;
+    order.push_back(qi);
+    bounds.insert(bounds.end(), queries[qi].cuts.begin(), queries[qi].cuts.end());
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return queries[x].kv_head < queries[y].kv_head; });
   std::vector<Unit> units;
   const size_t stride = partial_stride(d);
   size_t total = 0;
-  for (int64_t hk = 0; hk < layer.num_kv_heads; ++hk) {
-    std::vector<int64_t> members, bounds;
-    for (int64_t qi = 0; qi < nq; ++qi) {
-      if (queries[qi].kv_head != hk || queries[qi].cuts.front() == queries[qi].cuts.back()) continue;
-      members.push_back(qi);
-      bounds.insert(bounds.end(), queries[qi].cuts.begin(), queries[qi].cuts.end());
-    }
-    if (members.empty()) continue;
+  if (!order.empty()) {
     std::sort(bounds.begin(), bounds.end());
     const int64_t lo = bounds.front(), hi = bounds.back();
     for (int64_t g = (lo / kChunk + 1) * kChunk; g < hi; g += kChunk) bounds.push_back(g);
@@ -221,10 +297,9 @@ std::vector<std::vector<State>> attend_segments(const ref::LayerData& layer, dou
     bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
     for (size_t j = 0; j + 1 < bounds.size(); ++j) {
       Unit u;
-      u.kv_head = hk;
       u.u0 = bounds[j];
       u.u1 = bounds[j + 1];
-      for (int64_t qi : members)
+      for (int64_t qi : order)
         if (queries[qi].cuts.front() <= u.u0 && u.u1 <= queries[qi].cuts.back()) u.queries.push_back(qi);
       if (u.queries.empty()) continue;
       u.offset = total;
