@@ -2,11 +2,20 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 namespace mac::ref {
 
+namespace {
+constexpr int64_t kBlock = 64;  // keys per block: logits and the V update are GEMVs
+}  // namespace
+
+/* Online softmax over blocks of keys. With running maximum μ, running sum
+ * z = Σ exp(x_t − μ) and accumulator a = Σ exp(x_t − μ)·v_t, each block B with logits
+ * x_t = s·q·k_t updates μ' = max(μ, max_B x), z' = z·e^{μ−μ'} + Σ_B e^{x−μ'},
+ * a' = a·e^{μ−μ'} + V_Bᵀ e^{x−μ'}; finally L = μ + ln z, o = a / z. */
 template <typename Acc>
 AttnState<Acc> attend(const LayerData& layer, int64_t kv_head, const float* q, double scale,
                       int64_t a, int64_t b) {
@@ -17,30 +26,32 @@ AttnState<Acc> attend(const LayerData& layer, int64_t kv_head, const float* q, d
   const Eigen::Index d = layer.head_dim;
   AttnState<Acc> st = AttnState<Acc>::empty(d);
   if (a == b) return st;
-  using VecA = Vec<Acc>;
-  const VecA qv = Eigen::Map<const Eigen::VectorXf>(q, d).template cast<Acc>();
-  const Acc s = static_cast<Acc>(scale);
-  // Online softmax: running max mx, running sum z of exp(x − mx), running
-  // un-normalised accumulator acc = Σ exp(x − mx)·v.
-  Acc mx = -std::numeric_limits<Acc>::infinity();
+  using MatA = Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using RowMapF = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                             Eigen::OuterStride<>>;
+  const Vec<Acc> qv = Eigen::Map<const Eigen::VectorXf>(q, d).template cast<Acc>() * static_cast<Acc>(scale);
+  const Eigen::Index row_stride = layer.num_kv_heads * d;
+  Acc mu = -std::numeric_limits<Acc>::infinity();
   Acc z = 0;
-  VecA acc = VecA::Zero(d);
-  for (int64_t t = a; t < b; ++t) {
-    const VecA kt = Eigen::Map<const Eigen::VectorXf>(layer.k_at(t, kv_head), d).template cast<Acc>();
-    const Acc x = s * qv.dot(kt);
-    const auto vt = Eigen::Map<const Eigen::VectorXf>(layer.v_at(t, kv_head), d).template cast<Acc>();
-    if (x > mx) {
-      const Acc c = std::exp(mx - x);  // 0 on the first key (mx = −inf)
-      z = z * c + 1;
-      acc = acc * c + vt;
-      mx = x;
-    } else {
-      const Acc e = std::exp(x - mx);
-      z += e;
-      acc += e * vt;
-    }
+  Vec<Acc> acc = Vec<Acc>::Zero(d);
+  MatA kb, vb;
+  Vec<Acc> x, e;
+  for (int64_t t0 = a; t0 < b; t0 += kBlock) {
+    const Eigen::Index n = std::min<int64_t>(kBlock, b - t0);
+    const RowMapF kf(layer.k_at(t0, kv_head), n, d, Eigen::OuterStride<>(row_stride));
+    const RowMapF vf(layer.v_at(t0, kv_head), n, d, Eigen::OuterStride<>(row_stride));
+    kb = kf.template cast<Acc>();
+    vb = vf.template cast<Acc>();
+    x.noalias() = kb * qv;
+    const Acc mu_new = std::max(mu, x.maxCoeff());
+    const Acc c = std::exp(mu - mu_new);  // 0 on the first block (μ = −inf)
+    e = (x.array() - mu_new).exp().matrix();
+    z = z * c + e.sum();
+    acc = acc * c;
+    acc.noalias() += vb.transpose() * e;
+    mu = mu_new;
   }
-  st.lse = mx + std::log(z);
+  st.lse = mu + std::log(z);
   st.o = acc / z;
   return st;
 }

@@ -9,7 +9,7 @@ namespace mac::ref {
 
 /*! \brief `attn(q, [a, b))` over KV head `hk` of `layer`: the state (o, L) with
  *  `L = ln Σ_{t∈[a,b)} exp(s·q·k_t)` and `o = Σ_t exp(s·q·k_t − L)·v_t`, accumulated in
- *  `Acc` (float or double) by the online-softmax recurrence, one key at a time in order.
+ *  `Acc` (float or double) by the online-softmax recurrence over blocks of 64 keys in order.
  *  `q` is [D] (post-RoPE). An empty range gives the empty state.
  *  Preconditions (checked): 0 ≤ a ≤ b ≤ layer.tokens. */
 template <typename Acc>
