@@ -112,7 +112,7 @@ struct Row {
 
 int main(int argc, char** argv) {
   CLI::App app{"mac-bench-cpu: FP64 oracle throughput and simulator cost per decode step"};
-  int64_t hq = 32, hkv = 8, d = 128, context = 32768, steps = 4, ring = 64, target_steps = 4096;
+  int64_t hq = 32, hkv = 8, d = 128, context = 32768, steps = 2, ring = 16, target_steps = 4096;
   int reps = 5, threads = 0;
   uint64_t seed = 20261129;
   bool quick = false, no_sim = false;
@@ -170,51 +170,71 @@ int main(int argc, char** argv) {
     if (!no_sim) {
       mac::MacParams prm;
       prm.ring = ring;
-      const auto t_sp = Clock::now();
+      double c0 = cpu_seconds();
+      auto t_sp = Clock::now();
       mac::ref::DecodeStepper<float> stepper(layer, scale, prm);
       stepper.prefill(prefill);
-      const double stepper_prefill = seconds_since(t_sp);
-      const auto t_op = Clock::now();
+      const double stepper_prefill = seconds_since(t_sp), stepper_prefill_cpu = cpu_seconds() - c0;
+      c0 = cpu_seconds();
+      t_sp = Clock::now();
       mac::oracle::MacOracle orc(layer, scale, prm, prefill);
-      const double oracle_prefill = seconds_since(t_op);
-      rows.push_back({"stepper prefill (M=" + std::to_string(ring) + ")", {stepper_prefill, stepper_prefill, stepper_prefill}, "s"});
-      rows.push_back({"oracle prefill (M=" + std::to_string(ring) + ")", {oracle_prefill, oracle_prefill, oracle_prefill}, "s"});
+      const double oracle_prefill = seconds_since(t_sp), oracle_prefill_cpu = cpu_seconds() - c0;
+      const std::string ms = "(M=" + std::to_string(ring) + ")";
+      rows.push_back({"stepper prefill " + ms, {stepper_prefill, stepper_prefill, stepper_prefill}, "s"});
+      rows.push_back({"stepper prefill " + ms + ", CPU time", {stepper_prefill_cpu, stepper_prefill_cpu, stepper_prefill_cpu}, "cpu-s"});
+      rows.push_back({"oracle prefill " + ms, {oracle_prefill, oracle_prefill, oracle_prefill}, "s"});
+      rows.push_back({"oracle prefill " + ms + ", CPU time", {oracle_prefill_cpu, oracle_prefill_cpu, oracle_prefill_cpu}, "cpu-s"});
       int64_t m = prefill;
-      std::vector<double> ts, to;
+      std::vector<double> ts, to, tsc, toc;
       int64_t hits = 0, total = 0;
       for (int rep = 0; rep <= reps; ++rep) {  // rep 0 is the warm-up
-        double a = 0, b = 0;
+        double a = 0, b = 0, ac = 0, bc = 0;
         for (int64_t s = 0; s < steps; ++s, ++m) {
+          double c1 = cpu_seconds();
           auto t0 = Clock::now();
           const auto sr = stepper.step(m);
           a += seconds_since(t0);
+          ac += cpu_seconds() - c1;
           std::vector<mac::oracle::Decision> dec(static_cast<size_t>(hq));
           for (int64_t h = 0; h < hq; ++h) {
             dec[h] = {sr.heads[h].hit, sr.heads[h].match_pos, true};
             hits += sr.heads[h].hit;
             ++total;
           }
+          c1 = cpu_seconds();
           t0 = Clock::now();
           const auto orr = orc.step(m, dec);
           b += seconds_since(t0);
+          bc += cpu_seconds() - c1;
           sink = sink + orr.heads[0].out.lse;
         }
         if (rep > 0) {
           ts.push_back(a / steps);
           to.push_back(b / steps);
+          tsc.push_back(ac / steps);
+          toc.push_back(bc / steps);
         }
       }
-      const Stats ss = stats_of(ts), so = stats_of(to);
+      const Stats ss = stats_of(ts), so = stats_of(to), ssc = stats_of(tsc), soc = stats_of(toc);
       rows.push_back({"stepper FP32 step", ss, "s"});
+      rows.push_back({"stepper FP32 step, CPU time", ssc, "cpu-s"});
       rows.push_back({"oracle FP64 step (MAC + exact)", so, "s"});
+      rows.push_back({"oracle FP64 step, CPU time", soc, "cpu-s"});
       const double per_step = ss.median + so.median;
+      // Prefill cost is linear in M (M positions, each a prefix attention).
       const double prefill_512 = (stepper_prefill + oracle_prefill) * 512.0 / static_cast<double>(ring);
       const double total_s = target_steps * per_step + prefill_512;
+      // The same from CPU time, spread over the threads: what dedicated cores would take
+      // (other load on the machine inflates wall time, not CPU time).
+      const double total_cpu = (target_steps * (ssc.median + soc.median) +
+                                (stepper_prefill_cpu + oracle_prefill_cpu) * 512.0 / static_cast<double>(ring)) /
+                               nthreads;
       std::printf("hit rate in the timed steps: %lld / %lld (random queries: the all-miss worst case)\n",
                   static_cast<long long>(hits), static_cast<long long>(total));
       rows.push_back({"simulated step (stepper + oracle)", {per_step, ss.min + so.min, ss.max + so.max}, "s"});
       rows.push_back({"extrapolated " + std::to_string(target_steps) + " steps + M=512 prefill",
                       {total_s, total_s, total_s}, "s"});
+      rows.push_back({"  same from CPU time / threads (dedicated cores)", {total_cpu, total_cpu, total_cpu}, "s"});
     }
 
     std::printf("\n%-44s %14s %14s %14s  %s\n", "measure", "median", "min", "max", "unit");
