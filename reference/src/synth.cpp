@@ -15,6 +15,7 @@
 #include "mac/ref/rope.hpp"  // RopeStyle; pass 3 mirrors apply_rope
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -89,6 +90,13 @@ class Rng {
   bool have_spare_ = false;
 };
 
+/*! \brief Shortest decimal that reads back to exactly x (so `source` reproduces the trace). */
+std::string num(double x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+
 bool finite_nonneg(double x) { return std::isfinite(x) && x >= 0; }
 bool probability(double x) { return std::isfinite(x) && x >= 0 && x <= 1; }
 
@@ -129,14 +137,14 @@ void SynthParams::validate() const {
 std::string SynthParams::describe() const {
   return msg("synthetic v1 seed=", seed, " tokens=", tokens, " layers=", num_layers,
              " q_heads=", num_q_heads, " kv_heads=", num_kv_heads, " head_dim=", head_dim,
-             " rope=", to_string(rope_style), "/", rope_theta, " mean_scale=", mean_scale,
-             " context_scale=", context_scale, " drift=", drift, " noise_scale=", noise_scale,
-             " novelty_floor=", novelty_floor, " novelty_corr=", novelty_corr,
-             " jump_prob=", jump_prob, " repeat_prob=", repeat_prob,
-             " repeat_noise=", repeat_noise, " repeat_window=", repeat_window,
-             " head_spread=", head_spread, " key_query_corr=", key_query_corr,
-             " key_noise=", key_noise, " attractor_prob=", attractor_prob,
-             " attractor_gain=", attractor_gain);
+             " rope=", to_string(rope_style), "/", num(rope_theta), " mean_scale=", num(mean_scale),
+             " context_scale=", num(context_scale), " drift=", num(drift),
+             " noise_scale=", num(noise_scale), " novelty_floor=", num(novelty_floor),
+             " novelty_corr=", num(novelty_corr), " jump_prob=", num(jump_prob),
+             " repeat_prob=", num(repeat_prob), " repeat_noise=", num(repeat_noise),
+             " repeat_window=", repeat_window, " head_spread=", num(head_spread),
+             " key_query_corr=", num(key_query_corr), " key_noise=", num(key_noise),
+             " attractor_prob=", num(attractor_prob), " attractor_gain=", num(attractor_gain));
 }
 
 Trace generate_synthetic_trace(const SynthParams& p) {

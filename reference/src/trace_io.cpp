@@ -132,8 +132,8 @@ void write_attr_raw(hid_t loc, const std::string& file, const std::string& name,
                     hid_t mtype, const void* data) {
   Hid space(H5Screate(H5S_SCALAR), H5Sclose);
   Hid attr(H5Acreate2(loc, name.c_str(), ftype, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  check(attr.get(), file, "attribute ", name, ": cannot create");
-  check(H5Awrite(attr.get(), mtype, data), file, "attribute ", name, ": cannot write");
+  check(attr.get(), file, "attribute '", name, "': cannot create");
+  check(H5Awrite(attr.get(), mtype, data), file, "attribute '", name, "': cannot write");
 }
 
 void write_attr(hid_t loc, const std::string& file, const std::string& name, int64_t v) {
@@ -409,7 +409,6 @@ void write_trace(const std::string& path, const Trace& trace, bool compress,
   for (const auto& kv : extra_attrs) {
     for (const char* a : kTraceAttrs)
       require(kv.first != a, path, ": extra attribute '", kv.first, "' would overwrite a schema attribute");
-    require(!kv.first.empty(), path, ": extra attribute with an empty name");
   }
 
   TempOutput out(path);
