@@ -3,7 +3,7 @@
 # Idempotent and quiet when everything is present. Run as root (or with sudo).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ git pkg-config
-      libeigen3-dev libboost-test-dev libhdf5-dev libcli11-dev libomp-dev
+      libeigen3-dev libboost-test-dev libhdf5-dev libcli11-dev
       python3 python3-numpy python3-h5py python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
