@@ -41,23 +41,36 @@ __global__ void __launch_bounds__(128) combine_kernel(const KParams p, int k3_on
   const GroupDesc g = p.groups[gi];
   const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
   MergeAcc<V> all, sink, band, tail;
-  for (int k = 0; k < cnt; ++k) {
-    const ItemRange it = group_item(g, k, p.chunk);
-    const int64_t pi = static_cast<int64_t>(off + k) * p.G + gl;
-    const float l2 = p.part_lse2[pi];
-    float o[V];
-    const float* src = p.part_o + pi * D + lane * V;
-    if constexpr (V % 4 == 0) {
+  // Loads of U items are issued before their (ordered) merges: the merge order stays the
+  // item order, the memory latency is paid once per U items.
+  constexpr int U = 8;
+  for (int k0 = 0; k0 < cnt; k0 += U) {
+    float l2[U];
+    float o[U][V];
 #pragma unroll
-      for (int i = 0; i < V; i += 4) *reinterpret_cast<float4*>(o + i) = *reinterpret_cast<const float4*>(src + i);
-    } else {
+    for (int u = 0; u < U; ++u) {
+      const int k = k0 + u < cnt ? k0 + u : cnt - 1;
+      const int64_t pi = static_cast<int64_t>(off + k) * p.G + gl;
+      l2[u] = p.part_lse2[pi];
+      const float* src = p.part_o + pi * D + lane * V;
+      if constexpr (V % 4 == 0) {
 #pragma unroll
-      for (int i = 0; i < V; i += 2) *reinterpret_cast<float2*>(o + i) = *reinterpret_cast<const float2*>(src + i);
+        for (int i = 0; i < V; i += 4) *reinterpret_cast<float4*>(&o[u][i]) = *reinterpret_cast<const float4*>(src + i);
+      } else {
+#pragma unroll
+        for (int i = 0; i < V; i += 2) *reinterpret_cast<float2*>(&o[u][i]) = *reinterpret_cast<const float2*>(src + i);
+      }
     }
-    if (!ri.eligible && want_out) all.add(l2, o);
-    if (it.cat == kCatSink) sink.add(l2, o);
-    else if (it.cat == kCatBand) band.add(l2, o);
-    else tail.add(l2, o);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int k = k0 + u;
+      if (k >= cnt) break;
+      const ItemRange it = group_item(g, k, p.chunk);
+      if (!ri.eligible && want_out) all.add(l2[u], o[u]);
+      if (it.cat == kCatSink) sink.add(l2[u], o[u]);
+      else if (it.cat == kCatBand) band.add(l2[u], o[u]);
+      else tail.add(l2[u], o[u]);
+    }
   }
   HeadPlan plan;
   plan.hit = 0;
@@ -152,6 +165,32 @@ __global__ void read_bw_kernel(const uint4* __restrict__ src, size_t n, unsigned
 
 cudaError_t launch_read_bw(const void* src, size_t n16, unsigned* sink, int grid, cudaStream_t s) {
   read_bw_kernel<<<grid, 512, 0, s>>>(static_cast<const uint4*>(src), n16, sink);
+  return cudaGetLastError();
+}
+
+__device__ inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_random_kernel(void* dst, size_t n, int bf16, uint64_t seed, float mean, float stddev) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint64_t h = splitmix64(seed * 0x2545f4914f6cdd1dull + i);
+    const float u1 = (static_cast<float>(h >> 40) + 1.f) * (1.f / 16777217.f);
+    const float u2 = static_cast<float>((h >> 16) & 0xffffff) * (1.f / 16777216.f);
+    const float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    const float v = mean + stddev * z;
+    if (bf16) static_cast<uint16_t*>(dst)[i] = float_to_bf16_bits(v);
+    else static_cast<float*>(dst)[i] = v;
+  }
+}
+
+cudaError_t launch_fill_random(void* dst, size_t n, bool bf16, uint64_t seed, float mean, float stddev, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  fill_random_kernel<<<2048, 256, 0, s>>>(dst, n, bf16 ? 1 : 0, seed, mean, stddev);
   return cudaGetLastError();
 }
 

@@ -38,6 +38,8 @@ Status cuda_status(cudaError_t e, const char* what) {
     if (!s_.ok()) return s_;          \
   } while (0)
 
+constexpr int kModeMatchOnly = 100;  // host-side only: K1 alone (benchmarking)
+
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 /*! \brief FlashAttention-style dispatch on the head dimension: fails loudly otherwise. */
@@ -360,7 +362,8 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
 
 Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   const int D = cfg.head_dim;
-  if (mode == detail::kModeMac) MAC_CUDA_TRY(detail::launch_match(kp, s));
+  if (mode == detail::kModeMac || mode == kModeMatchOnly) MAC_CUDA_TRY(detail::launch_match(kp, s));
+  if (mode == kModeMatchOnly) return Status::Ok();
   MAC_CUDA_TRY(detail::launch_schedule(kp, s));
   MAC_CUDA_TRY(MAC_DISPATCH_HEAD_DIM(D, detail::launch_amend_d64, detail::launch_amend_d128,
                                      detail::launch_amend_d256, kp, grid, s));
@@ -452,11 +455,13 @@ Status Engine::prefill_entries(const PrefillParams& pp, void* stream) {
 
 Status Engine::capture(StepKind kind, const DecodeParams& p, void* stream) {
   if (stream == nullptr) return invalid("capture needs a non-default stream (stream_create)");
-  MAC_STATUS_TRY(validate(p, kind));
+  MAC_STATUS_TRY(validate(p, kind == StepKind::kMatchOnly ? StepKind::kMac : kind));
   if (impl_->cfg.max_context > kMaxContext)
     return {StatusCode::kContextTooLong, cat("max_context = ", impl_->cfg.max_context, " exceeds ", kMaxContext)};
-  const int mode = kind == StepKind::kMac ? detail::kModeMac : detail::kModeFull;
-  const KParams kp = impl_->base(p, mode);
+  const int mode = kind == StepKind::kMac ? detail::kModeMac
+                   : kind == StepKind::kMatchOnly ? kModeMatchOnly
+                                                  : detail::kModeFull;
+  const KParams kp = impl_->base(p, mode == kModeMatchOnly ? detail::kModeMac : mode);
   if (impl_->exec) {
     cudaGraphExecDestroy(impl_->exec);
     impl_->exec = nullptr;
@@ -492,6 +497,12 @@ Status Engine::read_error_flags(int* flags, bool reset, void* stream) {
   MAC_CUDA_TRY(cudaMemcpyAsync(flags, impl_->err, sizeof(int), cudaMemcpyDeviceToHost, s));
   if (reset) MAC_CUDA_TRY(cudaMemsetAsync(impl_->err, 0, sizeof(int), s));
   MAC_CUDA_TRY(cudaStreamSynchronize(s));
+  return Status::Ok();
+}
+
+Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, float stddev, void* stream) {
+  if (!dst && n) return invalid("fill_random: dst is null");
+  MAC_CUDA_TRY(detail::launch_fill_random(dst, n, type == DType::kBF16, seed, mean, stddev, as_stream(stream)));
   return Status::Ok();
 }
 

@@ -61,6 +61,7 @@ Status Engine::capture(StepKind, const DecodeParams&, void*) { return no_cuda();
 Status Engine::replay(void*) { return no_cuda(); }
 Status Engine::read_error_flags(int* flags, bool, void*) { if (flags) *flags = 0; return no_cuda(); }
 
+Status fill_random(void*, size_t, DType, uint64_t, float, float, void*) { return no_cuda(); }
 Status measure_read_bandwidth(size_t, int, double* gbps) { if (gbps) *gbps = 0; return no_cuda(); }
 
 }  // namespace mac::cuda

@@ -217,6 +217,7 @@ struct EngineConfig {
 enum class StepKind : int {
   kFullAttention = 0,  //!< exact paged decode; MAC fields ignored, nothing written to rings
   kMac = 1,            //!< K1 + K2 + K3
+  kMatchOnly = 2,      //!< K1 alone (benchmarking aid: its cost must not depend on context)
 };
 
 /*! \brief Owns workspace, side stream, events and an optional captured graph.
@@ -270,6 +271,12 @@ class Engine {
 // ---------------------------------------------------------------------------------------
 // Benchmark helper
 // ---------------------------------------------------------------------------------------
+
+/*! \brief Element type for fill_random. */
+enum class DType : int { kBF16 = 0, kF32 = 1 };
+/*! \brief Fills `n` elements at device pointer `dst` with seeded pseudo-random normal values
+ *  (mean, stddev), BF16-rounded for kBF16 (stddev = 0 gives a constant). Tests/benchmarks. */
+Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, float stddev, void* stream = nullptr);
 
 /*! \brief Streaming-read bandwidth of the device (a simple 16-byte-load reduction kernel
  *  over `bytes` of memory, median of `reps` timed runs after warm-up). GB/s = 1e9 B/s. */

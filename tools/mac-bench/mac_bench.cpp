@@ -1,0 +1,341 @@
+// mac-bench: CUDA-graph replay timings of the paged full-attention decode and of MAC decode
+// steps (K1+K2+K3) over the grid of issue 3, with bytes moved, GB/s and % of a
+// streaming-read bandwidth measured in the same run. CSV to stdout or --csv FILE.
+//
+// Synthetic setup (seeded): K/V, rings and queries are N(0,1) BF16. A "hit" head's pre-RoPE
+// query is an exact copy of the ring entry of position m − lag, lag ~ uniform{1..64}; a miss
+// head's query is fresh (d2 ≈ 2D ≫ thr, so it never hits). Misses are placed uniformly at
+// random over all (row, head) pairs: exactly round((1−f)·N·Hq) of them. Each timed replay
+// writes entry(m) into slot m mod M; the bench restores that slot between replays (outside
+// the timed region) so every replay sees the same decisions.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mac/cuda/mac_cuda.hpp"
+
+#if MAC_CUDA_ENABLED
+#include <cuda_runtime.h>
+#endif
+
+using namespace mac::cuda;
+
+namespace {
+
+void check(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "mac-bench: %s: %s: %s\n", what, to_string(s.code), s.message.c_str());
+    std::exit(1);
+  }
+}
+#define CHECK(x) check((x), #x)
+
+struct Options {
+  std::vector<int> hkv = {8, 4}, batch = {1, 16, 64}, ctx = {32768, 65536, 130048};
+  std::vector<double> hit = {0.0, 0.5, 0.9, 0.95, 1.0};
+  int hq = 32, d = 128, ring = 512, tail = 256, reps = 50, warmup = 10, max_lag = 64, chunk = 0;
+  uint64_t seed = 20261129;
+  std::string csv;
+  bool k3_compare = true;
+};
+
+#if MAC_CUDA_ENABLED
+#define CU(x)                                                                                     \
+  do {                                                                                            \
+    cudaError_t e_ = (x);                                                                         \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "mac-bench: %s: %s\n", #x, cudaGetErrorString(e_));                  \
+      std::exit(1);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+struct Timing {
+  double median_ms = 0, p10_ms = 0, p90_ms = 0;
+};
+
+/*! \brief Replays the engine's captured graph: warm-up, then `reps` individually timed
+ *  replays; `between` (untimed) runs before each replay. */
+template <typename F>
+Timing time_replays(Engine& e, cudaStream_t s, int warmup, int reps, F between) {
+  cudaEvent_t a, b;
+  CU(cudaEventCreate(&a));
+  CU(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + reps; ++i) {
+    between();
+    CU(cudaEventRecord(a, s));
+    CHECK(e.replay(s));
+    CU(cudaEventRecord(b, s));
+    CU(cudaEventSynchronize(b));
+    float t = 0;
+    CU(cudaEventElapsedTime(&t, a, b));
+    if (i >= warmup) ms.push_back(t);
+  }
+  CU(cudaEventDestroy(a));
+  CU(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  Timing t;
+  t.median_ms = ms[ms.size() / 2];
+  t.p10_ms = ms[ms.size() / 10];
+  t.p90_ms = ms[ms.size() * 9 / 10];
+  return t;
+}
+
+struct Bufs {
+  DeviceBuffer k, v, pt, kvlen, slot, q_post, q_pre, out, lse, ring_q, ring_o, ring_l, ready, ea, eb, save_q,
+      save_o, save_l, hit;
+};
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"mac-bench: CUDA-graph replay timings of full-attention and MAC decode steps"};
+  app.add_option("--hkv", o.hkv, "KV heads (list)");
+  app.add_option("--batch", o.batch, "batch sizes (list)");
+  app.add_option("--ctx", o.ctx, "contexts, kv_len (list)");
+  app.add_option("--hit", o.hit, "hit fractions (list)");
+  app.add_option("--hq", o.hq, "query heads");
+  app.add_option("--head-dim", o.d, "head dimension");
+  app.add_option("--ring", o.ring, "M");
+  app.add_option("--tail", o.tail, "r");
+  app.add_option("--max-lag", o.max_lag, "hit lags uniform in 1..max-lag");
+  app.add_option("--reps", o.reps, "timed replays (median reported)")->check(CLI::Range(1, 100000));
+  app.add_option("--warmup", o.warmup, "warm-up replays");
+  app.add_option("--chunk", o.chunk, "keys per work item (0: engine default)");
+  app.add_option("--seed", o.seed, "seed");
+  app.add_option("--csv", o.csv, "CSV output file (default stdout)");
+  app.add_option("--k3-compare", o.k3_compare, "also time K3 on a side stream vs fused");
+  CLI11_PARSE(app, argc, argv);
+
+#if !MAC_CUDA_ENABLED
+  std::fprintf(stderr, "mac-bench: built without CUDA; nothing to measure\n");
+  return 77;
+#else
+  if (!cuda_device_present()) {
+    std::fprintf(stderr, "mac-bench: no CUDA device: %s\n", device_description().c_str());
+    return 77;
+  }
+  std::FILE* out = stdout;
+  if (!o.csv.empty()) {
+    out = std::fopen(o.csv.c_str(), "w");
+    if (!out) {
+      std::fprintf(stderr, "mac-bench: cannot open %s\n", o.csv.c_str());
+      return 1;
+    }
+  }
+  double read_gbps = 0;
+  CHECK(measure_read_bandwidth(size_t{4} << 30, 20, &read_gbps));
+  std::fprintf(stderr, "device: %s\nstreaming read: %.1f GB/s\n", device_description().c_str(), read_gbps);
+  std::fprintf(out, "# device: %s; streaming read %.1f GB/s (4 GiB, median of 20); seed %llu; lags uniform 1..%d\n",
+               device_description().c_str(), read_gbps, static_cast<unsigned long long>(o.seed), o.max_lag);
+  std::fprintf(out,
+               "kind,k3,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,p90_ms,bytes,gbps,pct_read_bw,"
+               "speedup_vs_full\n");
+
+  const int D = o.d, Hq = o.hq, M = o.ring, ps = 16;
+  const int max_b = *std::max_element(o.batch.begin(), o.batch.end());
+  const int max_ctx = *std::max_element(o.ctx.begin(), o.ctx.end());
+  const int max_hkv = *std::max_element(o.hkv.begin(), o.hkv.end());
+  const int pages_per_row = (max_ctx + ps - 1) / ps;
+  const size_t kv_elems = static_cast<size_t>(max_b) * pages_per_row * ps * max_hkv * D;
+  Bufs b;
+  std::fprintf(stderr, "allocating %.1f GB of KV\n", 2.0 * kv_elems * 2 / 1e9);
+  CHECK(b.k.allocate(kv_elems * 2));
+  CHECK(b.v.allocate(kv_elems * 2));
+  CHECK(fill_random(b.k.data(), kv_elems, DType::kBF16, o.seed + 1, 0.f, 1.f));
+  CHECK(fill_random(b.v.data(), kv_elems, DType::kBF16, o.seed + 2, 0.f, 1.f));
+  const size_t qn = static_cast<size_t>(max_b) * Hq * D;
+  CHECK(b.q_post.allocate(qn * 2));
+  CHECK(b.q_pre.allocate(qn * 2));
+  CHECK(b.out.allocate(qn * 2));
+  CHECK(b.lse.allocate(static_cast<size_t>(max_b) * Hq * 4));
+  CHECK(b.hit.allocate(static_cast<size_t>(max_b) * Hq));
+  CHECK(fill_random(b.q_post.data(), qn, DType::kBF16, o.seed + 3, 0.f, 1.f));
+  const size_t rq = static_cast<size_t>(max_b) * M * Hq;
+  CHECK(b.ring_q.allocate(rq * D * 2));
+  CHECK(b.ring_o.allocate(rq * D * 2));
+  CHECK(b.ring_l.allocate(rq * 4));
+  CHECK(fill_random(b.ring_q.data(), rq * D, DType::kBF16, o.seed + 4, 0.f, 1.f));
+  CHECK(fill_random(b.ring_o.data(), rq * D, DType::kBF16, o.seed + 5, 0.f, 0.1f));
+  CHECK(fill_random(b.ring_l.data(), rq, DType::kF32, o.seed + 6, 8.f, 1.f));
+  CHECK(b.save_q.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
+  CHECK(b.save_o.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
+  CHECK(b.save_l.allocate(static_cast<size_t>(max_b) * Hq * 4));
+  std::vector<int32_t> ones(max_b, 1), slots(max_b);
+  for (int i = 0; i < max_b; ++i) slots[i] = i;
+  CHECK(b.ready.allocate(max_b * 4));
+  CHECK(b.ea.allocate(max_b * 4));
+  CHECK(b.eb.allocate(max_b * 4));
+  CHECK(b.slot.allocate(max_b * 4));
+  CHECK(b.kvlen.allocate(max_b * 4));
+  CHECK(copy_to_device(b.ready.data(), ones.data(), max_b * 4));
+  CHECK(copy_to_device(b.ea.data(), ones.data(), max_b * 4));
+  CHECK(copy_to_device(b.eb.data(), ones.data(), max_b * 4));
+  CHECK(copy_to_device(b.slot.data(), slots.data(), max_b * 4));
+  // Page table: each row owns a contiguous run of pages (a realistic allocator's common case).
+  std::vector<int32_t> pt(static_cast<size_t>(max_b) * pages_per_row);
+  for (size_t i = 0; i < pt.size(); ++i) pt[i] = static_cast<int32_t>(i);
+  CHECK(b.pt.allocate(pt.size() * 4));
+  CHECK(copy_to_device(b.pt.data(), pt.data(), pt.size() * 4));
+  CHECK(device_synchronize());
+  void* sv = nullptr;
+  CHECK(stream_create(&sv));
+  cudaStream_t s = static_cast<cudaStream_t>(sv);
+  std::mt19937_64 rng(o.seed);
+
+  for (int hkv : o.hkv) {
+    for (int N : o.batch) {
+      for (int ctx : o.ctx) {
+        const int m = ctx - 1;
+        std::vector<int32_t> len(N, ctx);
+        CHECK(copy_to_device(b.kvlen.data(), len.data(), N * 4));
+        DecodeParams p;
+        p.batch = N;
+        p.q_post = b.q_post.as<uint16_t>();
+        p.q_pre = b.q_pre.as<uint16_t>();
+        p.k_cache = b.k.as<uint16_t>();
+        p.v_cache = b.v.as<uint16_t>();
+        p.num_pages = static_cast<int64_t>(max_b) * pages_per_row;
+        p.page_size = ps;
+        p.kv_page_stride = static_cast<int64_t>(ps) * hkv * D;  // pool laid out for this Hkv
+        p.page_table = b.pt.as<int32_t>();
+        p.max_pages_per_row = pages_per_row;
+        p.kv_len = b.kvlen.as<int32_t>();
+        p.softmax_scale = 1.f / std::sqrt(static_cast<float>(D));
+        p.ring = M;
+        p.tail = o.tail;
+        p.sinks = 0;
+        p.gen_min = 0;
+        p.slot = b.slot.as<int32_t>();
+        p.num_slots = max_b;
+        p.ring_q_pre = b.ring_q.as<uint16_t>();
+        p.ring_o = b.ring_o.as<uint16_t>();
+        p.ring_lse = b.ring_l.as<float>();
+        p.ready = b.ready.as<int32_t>();
+        p.epoch_a = b.ea.as<int32_t>();
+        p.epoch_b = b.eb.as<int32_t>();
+        p.out = b.out.as<uint16_t>();
+        p.lse = b.lse.as<float>();
+        p.diag_hit = b.hit.as<int8_t>();
+
+        EngineConfig ec;
+        ec.max_batch = N;
+        ec.num_q_heads = Hq;
+        ec.num_kv_heads = hkv;
+        ec.head_dim = D;
+        ec.max_context = ctx;
+        ec.ring = M;
+        ec.kv_chunk = o.chunk;
+        std::unique_ptr<Engine> eng;
+        CHECK(Engine::create(ec, &eng));
+        const double kv_bytes_full = static_cast<double>(N) * ctx * hkv * D * 2 * 2;
+        const double q_out_bytes = static_cast<double>(N) * Hq * D * 2 * 2;
+        // Full attention.
+        CHECK(eng->capture(StepKind::kFullAttention, p, sv));
+        const Timing tf = time_replays(*eng, s, o.warmup, o.reps, [] {});
+        const double full_bytes = kv_bytes_full + q_out_bytes;
+        auto row = [&](const char* kind, const char* k3, double f, long hits, const Timing& t, double bytes) {
+          const double gbps = bytes / (t.median_ms * 1e-3) / 1e9;
+          std::fprintf(out, "%s,%s,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f\n", kind, k3, Hq, hkv, D,
+                       N, ctx, f, hits, N * Hq, t.median_ms, t.p10_ms, t.p90_ms, bytes, gbps, 100.0 * gbps / read_gbps,
+                       tf.median_ms / t.median_ms);
+          std::fflush(out);
+        };
+        row("full", "-", 0.0, 0, tf, full_bytes);
+
+        const int G = Hq / hkv;
+        for (double f : o.hit) {
+          // Decisions: exactly round((1−f)·N·Hq) misses placed uniformly at random.
+          const int heads = N * Hq;
+          const int misses = static_cast<int>(std::lround((1.0 - f) * heads));
+          std::vector<int> idx(heads);
+          for (int i = 0; i < heads; ++i) idx[i] = i;
+          std::shuffle(idx.begin(), idx.end(), rng);
+          std::vector<int> lag(heads, 0);  // 0 = miss
+          std::uniform_int_distribution<int> ul(1, o.max_lag);
+          for (int i = misses; i < heads; ++i) lag[idx[i]] = ul(rng);
+          CHECK(fill_random(b.q_pre.data(), static_cast<size_t>(N) * Hq * D, DType::kBF16, rng(), 0.f, 1.f, sv));
+          long hits = 0;
+          double kv_keys = 0;  // keys read per group: union of the heads' spans
+          for (int i = 0; i < N; ++i)
+            for (int hk = 0; hk < hkv; ++hk) {
+              int lo = std::max(0, m + 1 - o.tail);
+              for (int g = 0; g < G; ++g) {
+                const int h = hk * G + g, L = lag[i * Hq + h];
+                if (L == 0) {
+                  lo = 0;
+                  continue;
+                }
+                ++hits;
+                const int pp = m - L;
+                lo = std::min(lo, std::max(0, pp + 1 - o.tail));
+                CU(cudaMemcpyAsync(b.q_pre.as<uint16_t>() + (static_cast<size_t>(i) * Hq + h) * D,
+                                   b.ring_q.as<uint16_t>() + ((static_cast<size_t>(i) * M + pp % M) * Hq + h) * D,
+                                   D * 2, cudaMemcpyDeviceToDevice, s));
+              }
+              kv_keys += (m + 1 - lo);
+            }
+          // Save the slot every replay overwrites, restore it before each replay.
+          const size_t slot_q = static_cast<size_t>(m % M) * Hq * D, pitch_q = static_cast<size_t>(M) * Hq * D * 2;
+          CU(cudaMemcpy2DAsync(b.save_q.data(), Hq * D * 2, b.ring_q.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
+                               cudaMemcpyDeviceToDevice, s));
+          CU(cudaMemcpy2DAsync(b.save_o.data(), Hq * D * 2, b.ring_o.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
+                               cudaMemcpyDeviceToDevice, s));
+          CU(cudaMemcpy2DAsync(b.save_l.data(), Hq * 4, b.ring_l.as<float>() + static_cast<size_t>(m % M) * Hq,
+                               static_cast<size_t>(M) * Hq * 4, Hq * 4, N, cudaMemcpyDeviceToDevice, s));
+          auto restore = [&] {
+            CU(cudaMemcpy2DAsync(b.ring_q.as<uint16_t>() + slot_q, pitch_q, b.save_q.data(), Hq * D * 2, Hq * D * 2,
+                                 N, cudaMemcpyDeviceToDevice, s));
+            CU(cudaMemcpy2DAsync(b.ring_o.as<uint16_t>() + slot_q, pitch_q, b.save_o.data(), Hq * D * 2, Hq * D * 2,
+                                 N, cudaMemcpyDeviceToDevice, s));
+            CU(cudaMemcpy2DAsync(b.ring_l.as<float>() + static_cast<size_t>(m % M) * Hq,
+                                 static_cast<size_t>(M) * Hq * 4, b.save_l.data(), Hq * 4, Hq * 4, N,
+                                 cudaMemcpyDeviceToDevice, s));
+          };
+          const double mac_bytes = kv_keys * D * 2 * 2 + static_cast<double>(N) * Hq * std::min(M, m) * D * 2 +
+                                   q_out_bytes + static_cast<double>(N) * Hq * D * 2 * 3;
+          CHECK(eng->capture(StepKind::kMac, p, sv));
+          const Timing tm = time_replays(*eng, s, o.warmup, o.reps, restore);
+          // Check the decisions the kernel made match the planned ones (once).
+          std::vector<int8_t> hit(heads);
+          CHECK(copy_to_host(hit.data(), b.hit.data(), heads, sv));
+          CHECK(stream_synchronize(sv));
+          long got = 0;
+          for (int i = 0; i < heads; ++i) got += hit[i];
+          if (got != hits) std::fprintf(stderr, "warning: planned %ld hits, kernel made %ld\n", hits, got);
+          row("mac", "fused", f, got, tm, mac_bytes);
+          if (o.k3_compare && (f == 0.0 || f == 1.0) && N == max_b) {
+            EngineConfig es = ec;
+            es.k3_mode = K3Mode::kSideStream;
+            std::unique_ptr<Engine> e2;
+            CHECK(Engine::create(es, &e2));
+            CHECK(e2->capture(StepKind::kMac, p, sv));
+            const Timing t2 = time_replays(*e2, s, o.warmup, o.reps, restore);
+            row("mac", "side", f, got, t2, mac_bytes);
+          }
+          if (f == 1.0) {
+            CHECK(eng->capture(StepKind::kMatchOnly, p, sv));
+            const Timing t1 = time_replays(*eng, s, o.warmup, o.reps, [] {});
+            row("k1", "-", f, got, t1, static_cast<double>(N) * Hq * std::min(M, m) * D * 2);
+          }
+        }
+        CHECK(stream_synchronize(sv));
+      }
+    }
+  }
+  CHECK(stream_destroy(sv));
+  if (out != stdout) std::fclose(out);
+  return 0;
+#endif
+}
