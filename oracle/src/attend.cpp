@@ -27,7 +27,8 @@ namespace mac::oracle {
 #if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// MAC_ORACLE_NO_CLONES builds the baseline path alone (to test it on an AVX-512 host).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MAC_ORACLE_NO_CLONES)
 #define MAC_ORACLE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define MAC_ORACLE_CLONES

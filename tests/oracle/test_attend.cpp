@@ -26,6 +26,20 @@ BOOST_AUTO_TEST_CASE(matches_naive_long_double) {
   BOOST_TEST_MESSAGE("compensated vs long double: worst relative error " << worst);
 }
 
+// Every head dim of DESIGN §4 (vector path) and one that is not a multiple of 32 (the
+// scalar path of the engine).
+BOOST_AUTO_TEST_CASE(head_dims_vector_and_generic_paths) {
+  for (int64_t d : {40, 64, 128, 256}) {
+    const auto l = random_layer(700, 2, 1, d, 100 + static_cast<uint64_t>(d));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    for (int64_t h = 0; h < 2; ++h) {
+      const float* q = l.q_post_at(699, h);
+      const auto e = error_vs(oracle::attend(l, 0, q, scale, 0, 700), naive_ld(l, 0, q, scale, 0, 700));
+      BOOST_TEST(e.max() <= tol_tight(), "D " << d << " head " << h << ": o_rel " << e.o_rel << " lse_rel " << e.lse_rel);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(empty_range_is_empty_state) {
   const auto l = random_layer(16, 2, 1, 64, 12);
   const auto s = oracle::attend(l, 0, l.q_post_at(0, 0), 0.125, 5, 5);
