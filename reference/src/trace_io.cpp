@@ -459,7 +459,6 @@ Trace read_trace(const std::string& path, const std::vector<int64_t>& layers, in
   Trace t;
   t.meta = read_meta(f.get(), path);
   // Every layer group the root promises must be there, and no others.
-  std::vector<hsize_t> unused;
   {
     require(H5Lexists(f.get(), "/layers", H5P_DEFAULT) > 0, path, ": /layers is missing");
     Hid g(H5Gopen2(f.get(), "/layers", H5P_DEFAULT), H5Gclose);

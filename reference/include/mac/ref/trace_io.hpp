@@ -31,8 +31,10 @@ void write_trace(const std::string& path, const Trace& trace, bool compress = tr
 /*! \brief Reads only the root attributes (validated). */
 TraceMeta read_trace_meta(const std::string& path);
 
-/*! \brief Reads the trace; `layers` selects layers (empty = all), in the given order.
- *  `max_tokens` > 0 keeps only the first max_tokens positions. Validates everything. */
+/*! \brief Reads the trace; `layers` selects layers (empty = all), in the given order,
+ *  and the returned `meta.num_layers` is the number of layers returned. `max_tokens` > 0
+ *  keeps only the first max_tokens positions (only those are read and validated).
+ *  Validates everything: one InputError naming the file and the attribute or dataset. */
 Trace read_trace(const std::string& path, const std::vector<int64_t>& layers = {},
                  int64_t max_tokens = 0);
 
