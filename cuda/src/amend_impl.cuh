@@ -30,8 +30,10 @@ struct AmendCfg {
   static constexpr int kMinBlocks = D == 256 ? 1 : 2;
 };
 
+// 16-byte async copy that bypasses L1; the L2::256B hint has L2 fetch whole 256-byte
+// sectors (a key row of D = 128 is 256 B), which keeps DRAM bursts long on paged layouts.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>

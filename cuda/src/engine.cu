@@ -186,6 +186,7 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 const EngineConfig& Engine::config() const { return impl_->cfg; }
 size_t Engine::workspace_bytes() const { return impl_->ws_bytes; }
+int Engine::chunk() const { return impl_->chunk; }
 
 Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (out == nullptr) return invalid("Engine::create: out is null");

@@ -44,8 +44,8 @@ struct Options {
   std::vector<double> hit = {0.0, 0.5, 0.9, 0.95, 1.0};
   int hq = 32, d = 128, ring = 512, tail = 256, reps = 50, warmup = 10, max_lag = 64, chunk = 0;
   uint64_t seed = 20261129;
-  std::string csv;
-  bool k3_compare = true;
+  std::string csv, layout = "nhd";
+  bool k3_compare = true, mac = true;
 };
 
 #if MAC_CUDA_ENABLED
@@ -114,8 +114,12 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "warm-up replays");
   app.add_option("--chunk", o.chunk, "keys per work item (0: engine default)");
   app.add_option("--seed", o.seed, "seed");
+  app.add_option("--layout", o.layout, "KV page layout: nhd = [pages, page_size, Hkv, D] (the API default), "
+                 "hnd = [pages, Hkv, page_size, D] (through the stride fields)")
+      ->check(CLI::IsMember({"nhd", "hnd"}));
   app.add_option("--csv", o.csv, "CSV output file (default stdout)");
   app.add_option("--k3-compare", o.k3_compare, "also time K3 on a side stream vs fused");
+  app.add_option("--mac", o.mac, "also time MAC steps (0: full attention only)");
   CLI11_PARSE(app, argc, argv);
 
 #if !MAC_CUDA_ENABLED
@@ -140,8 +144,8 @@ int main(int argc, char** argv) {
   std::fprintf(out, "# device: %s; streaming read %.1f GB/s (4 GiB, median of 20); seed %llu; lags uniform 1..%d\n",
                device_description().c_str(), read_gbps, static_cast<unsigned long long>(o.seed), o.max_lag);
   std::fprintf(out,
-               "kind,k3,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,p90_ms,bytes,gbps,pct_read_bw,"
-               "speedup_vs_full\n");
+               "kind,k3,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,p90_ms,bytes,gbps,"
+               "pct_read_bw,speedup_vs_full\n");
 
   const int D = o.d, Hq = o.hq, M = o.ring, ps = 16;
   const int max_b = *std::max_element(o.batch.begin(), o.batch.end());
@@ -209,6 +213,10 @@ int main(int argc, char** argv) {
         p.num_pages = static_cast<int64_t>(max_b) * pages_per_row;
         p.page_size = ps;
         p.kv_page_stride = static_cast<int64_t>(ps) * hkv * D;  // pool laid out for this Hkv
+        if (o.layout == "hnd") {
+          p.kv_head_stride = static_cast<int64_t>(ps) * D;
+          p.kv_token_stride = D;
+        }
         p.page_table = b.pt.as<int32_t>();
         p.max_pages_per_row = pages_per_row;
         p.kv_len = b.kvlen.as<int32_t>();
@@ -247,7 +255,8 @@ int main(int argc, char** argv) {
         const double full_bytes = kv_bytes_full + q_out_bytes;
         auto row = [&](const char* kind, const char* k3, double f, long hits, const Timing& t, double bytes) {
           const double gbps = bytes / (t.median_ms * 1e-3) / 1e9;
-          std::fprintf(out, "%s,%s,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f\n", kind, k3, Hq, hkv, D,
+          std::fprintf(out, "%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f\n", kind, k3,
+                       o.layout.c_str(), eng->chunk(), Hq, hkv, D,
                        N, ctx, f, hits, N * Hq, t.median_ms, t.p10_ms, t.p90_ms, bytes, gbps, 100.0 * gbps / read_gbps,
                        tf.median_ms / t.median_ms);
           std::fflush(out);
@@ -256,6 +265,7 @@ int main(int argc, char** argv) {
 
         const int G = Hq / hkv;
         for (double f : o.hit) {
+          if (!o.mac) break;
           // Decisions: exactly round((1−f)·N·Hq) misses placed uniformly at random.
           const int heads = N * Hq;
           const int misses = static_cast<int>(std::lround((1.0 - f) * heads));

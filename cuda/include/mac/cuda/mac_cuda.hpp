@@ -231,6 +231,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const EngineConfig& config() const;
+  /*! \brief Keys per work item actually used (config.kv_chunk or the default). */
+  int chunk() const;
   /*! \brief Bytes of device workspace held. */
   size_t workspace_bytes() const;
 
