@@ -9,9 +9,7 @@ mkdir -p "$OUT"
 what=${1:-all}
 git rev-parse --short=12 HEAD > "$OUT/commit.txt" 2>/dev/null; git status --short >> "$OUT/commit.txt" 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
-{ cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release && \
-  ninja -C build-dev test_cuda mac-bench; } > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
-echo "build ok"
+scripts/device/build_cuda.sh || exit 1
 if [[ $what == all || $what == tests ]]; then
   (cd build-dev && timeout 300 ctest -L gpu --output-on-failure -V) > "$OUT/tests.log" 2>&1
   echo "ctest rc=$?"; grep -E "^\S*\[(OK|FAIL)\]|SKIPPED|error|failure|tests passed|Passed|Failed|\*\*\*" "$OUT/tests.log" | head -40

@@ -4,7 +4,7 @@
 set -u -o pipefail
 OUT=${OUT:-$PWD/out-device}
 mkdir -p "$OUT"
-{ cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build-dev test_cuda mac-bench; } > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+scripts/device/build_cuda.sh || exit 1
 (cd build-dev && timeout 200 ctest -L gpu --output-on-failure -V) > "$OUT/tests.log" 2>&1; echo "ctest rc=$?"
 grep -E "\[(OK|FAIL)\]|tests passed|error" "$OUT/tests.log" | cut -c1-400
 for c in 256 512 1024 2048; do
