@@ -24,7 +24,7 @@ MacOracle::MacOracle(const LayerData& layer, double scale, const MacParams& para
 
   // Prefill entries: entry(p) = attn(q_post(p), [Fe(E(p)), E(p))) for p ∈ [max(0, P−M), P),
   // a batch of positions per engine call (the engine parallelises inside each call).
-  constexpr int64_t kBatch = 32;
+  constexpr int64_t kBatch = 8;
   const int64_t p0 = std::max<int64_t>(0, prefill - params_.ring);
   for (int64_t b0 = p0; b0 < prefill; b0 += kBatch) {
     const int64_t b1 = std::min(prefill, b0 + kBatch);
