@@ -27,7 +27,7 @@ struct AmendCfg {
   static constexpr int kStageBytes = 2 * kTileBytes;
   static constexpr int kWarpSmem = kStages * kStageBytes;
   static constexpr int kSmem = kWarps * kWarpSmem;
-  static constexpr int kMinBlocks = D == 256 ? 1 : 2;
+  static constexpr int kMinBlocks = D == 256 ? 1 : D == 128 ? 2 : 3;
 };
 
 // 16-byte async copy that bypasses L1; the L2::256B hint has L2 fetch whole 256-byte
@@ -175,22 +175,32 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
 
     for (int t = 0; t < it.ntiles; ++t) {
-      cp_async_wait<S - 2>();
+      // Issue tile c + S − 1 into the stage tile c − 1 used (consumed last iteration, fenced
+      // by the __syncwarp at the loop end) before waiting for tile c: S tiles in flight.
+      issue_next();
+      cp_async_wait<S - 1>();
       __syncwarp();
-      const uint32_t sK = wsmem + ((ld_seq - (S - 1)) % S) * Cfg::kStageBytes, sV = sK + Cfg::kTileBytes;
+      const uint32_t sK = wsmem + ((ld_seq - S) % S) * Cfg::kStageBytes, sV = sK + Cfg::kTileBytes;
       const int tile_start = it.a + 16 * t;
       // S = Q · Kᵀ: two n-tiles of 8 keys.
+      // Two accumulator chains per n-tile (even/odd k-steps) halve the dependent MMA chain.
       float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
       {
+        float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
         const int j = lane >> 3, krow = (j >> 1) * 8 + (lane & 7);
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
           const int c = 2 * kk + (j & 1);
           uint32_t b[4];
           ldmatrix_x4(b, sK + (krow * CPR + (c ^ (krow & 7))) * 16);
-          mma_bf16(s[0], qf[kk], b[0], b[1]);
-          mma_bf16(s[1], qf[kk], b[2], b[3]);
+          float(*acc)[4] = (kk & 1) ? s2 : s;
+          mma_bf16(acc[0], qf[kk], b[0], b[1]);
+          mma_bf16(acc[1], qf[kk], b[2], b[3]);
         }
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[n][e] += s2[n][e];
       }
       // Mask, scale to base 2, online softmax per row.
       float pr[2][4];
@@ -250,7 +260,6 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
         }
       }
       __syncwarp();
-      issue_next();
     }
 
     // Finalise the item: normalised partial state per query head, base-2 LSE.

@@ -207,7 +207,7 @@ struct EngineConfig {
   int head_dim = 128;    //!< D ∈ {64, 128, 256}
   int max_context = kMaxContext;  //!< largest kv_len any step may have (≤ kMaxContext)
   int ring = 512;        //!< M
-  int kv_chunk = 0;      //!< keys per work item of the amend kernel (0 → 512); part of the
+  int kv_chunk = 0;      //!< keys per work item of the amend kernel (0 → 1024); part of the
                          //!<  reduction order, so full attention and MAC share it
   K3Mode k3_mode = K3Mode::kFused;
   int device = 0;        //!< CUDA device ordinal
