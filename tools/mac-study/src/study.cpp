@@ -1,0 +1,938 @@
+#include "mac/study/study.hpp"
+
+#include "h5table.hpp"
+#include "mac/oracle/oracle.hpp"
+#include "mac/ref/synth.hpp"
+#include "mac/ref/trace_io.hpp"
+#include "mac/tools/files.hpp"
+#include "mac/tools/progress.hpp"
+
+#include <Eigen/Core>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace mac::study {
+
+namespace {
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+}  // namespace
+
+namespace fs = std::filesystem;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ---------------------------------------------------------------------------------
+// The bound.
+// ---------------------------------------------------------------------------------
+
+namespace {
+double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+}  // namespace
+
+double mass_shift_bound(double rho, double a, double b) {
+  // logit ρ̃ = logit ρ − ln κ with κ = E_π[e^{−δ}] ∈ [e^{−b}, e^{−a}], so logit ρ̃ ∈ [ℓ + a, ℓ + b]
+  // and σ is monotone: the extreme shifts are at the ends.
+  if (!(rho > 0) || !(rho < 1)) return 0.0;
+  const double l = std::log(rho) - std::log1p(-rho);
+  return std::max(std::abs(sigmoid(l + a) - rho), std::abs(sigmoid(l + b) - rho));
+}
+
+double drift_bound(const BoundInputs& in) {
+  // ‖o_mac − o_full‖ ≤ (1−ρ)·‖õ_P − o_P‖ + |ρ − ρ̃|·‖õ_P − o_R‖
+  //                 ≤ 2·Vmax·[(1−ρ)·tanh(W/4) + max_c |σ(logit ρ + c) − ρ|].
+  const double W = in.delta_max - in.delta_min;
+  return 2.0 * in.v_max *
+         ((1.0 - in.rho) * std::tanh(W / 4.0) + mass_shift_bound(in.rho, in.delta_min, in.delta_max));
+}
+
+double paper_bound(const BoundInputs& in) {
+  const double delta = std::max(std::abs(in.delta_min), std::abs(in.delta_max));
+  return delta * (1.0 - in.rho) * in.v_mean_prefix;
+}
+
+// ---------------------------------------------------------------------------------
+// Chains.
+// ---------------------------------------------------------------------------------
+
+ChainTracker::ChainTracker(int64_t ring, int64_t tail, int64_t sinks)
+    : ring_(ring), tail_(tail), sinks_(sinks),
+      slot_pos_(static_cast<size_t>(ring), -1), slot_node_(static_cast<size_t>(ring), -1) {}
+
+void ChainTracker::prefill(int64_t p) {
+  const int64_t e = prefix_end(p, tail_);
+  nodes_.push_back({sink_end(sinks_, e), e, p, -1, 0});
+  slot_pos_[static_cast<size_t>(p % ring_)] = p;
+  slot_node_[static_cast<size_t>(p % ring_)] = static_cast<int64_t>(nodes_.size()) - 1;
+}
+
+const ChainNode* ChainTracker::entry(int64_t p) const {
+  if (p < 0) return nullptr;
+  const auto s = static_cast<size_t>(p % ring_);
+  return slot_pos_[s] == p ? &nodes_[static_cast<size_t>(slot_node_[s])] : nullptr;
+}
+
+const ChainNode& ChainTracker::step(int64_t m, int64_t hit_pos) {
+  const int64_t em = prefix_end(m, tail_);
+  ChainNode n;
+  n.qpos = m;
+  n.end = em;
+  if (hit_pos >= 0) {
+    // Read before write: the slot of m may hold hit_pos itself (lag M).
+    const auto s = static_cast<size_t>(hit_pos % ring_);
+    require(slot_pos_[s] == hit_pos, "chain tracker: no entry for the hit on position ", hit_pos, " at m = ", m);
+    const auto& parent = nodes_[static_cast<size_t>(slot_node_[s])];
+    n.begin = prefix_end(hit_pos, tail_);
+    n.parent = slot_node_[s];
+    n.depth = parent.depth + 1;
+  } else {
+    n.begin = sink_end(sinks_, em);
+  }
+  nodes_.push_back(n);
+  const auto s = static_cast<size_t>(m % ring_);
+  slot_pos_[s] = m;
+  slot_node_[s] = static_cast<int64_t>(nodes_.size()) - 1;
+  return nodes_.back();
+}
+
+std::vector<ChainNode> ChainTracker::segments(int64_t p) const {
+  std::vector<ChainNode> out;
+  const ChainNode* n = entry(p);
+  while (n != nullptr) {
+    out.push_back(*n);
+    n = n->parent >= 0 ? &nodes_[static_cast<size_t>(n->parent)] : nullptr;
+  }
+  return out;
+}
+
+std::pair<double, double> drift_range(const ref::LayerData& layer, int64_t h, double scale, int64_t m,
+                                      const std::vector<ChainNode>& segments) {
+  const Eigen::Index D = layer.head_dim;
+  const int64_t hk = h / layer.group_size();
+  using RowMapF = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                             Eigen::OuterStride<>>;
+  const Eigen::Index stride = layer.num_kv_heads * D;
+  const Eigen::Map<const Eigen::VectorXf> qm(layer.q_post_at(m, h), D);
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  Eigen::VectorXf u, x;
+  for (const auto& sg : segments) {
+    if (sg.end <= sg.begin) continue;
+    // δ_t = s·(q_m − q_c)·k_t: the difference is formed in FP32 from BF16-exact inputs
+    // (exact: both are BF16), the dot products in FP32 (relative error ~1e-7 of |δ|).
+    u = (qm - Eigen::Map<const Eigen::VectorXf>(layer.q_post_at(sg.qpos, h), D)) * static_cast<float>(scale);
+    const RowMapF k(layer.k_at(sg.begin, hk), sg.end - sg.begin, D, Eigen::OuterStride<>(stride));
+    x.noalias() = k * u;
+    lo = std::min(lo, static_cast<double>(x.minCoeff()));
+    hi = std::max(hi, static_cast<double>(x.maxCoeff()));
+  }
+  if (lo > hi) return {0.0, 0.0};  // empty prefix
+  return {lo, hi};
+}
+
+// ---------------------------------------------------------------------------------
+// Configuration and hashing.
+// ---------------------------------------------------------------------------------
+
+namespace {
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string hex16(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+}  // namespace
+
+std::string RunSpec::key() const {
+  // The trace path is recorded in the run file but is not part of the identity: the data
+  // fingerprint is (the same data under another name is the same run).
+  return msg("v", kRunVersion, ";fingerprint=", fingerprint, ";layer=", layer, ";tau=", num(params.tau),
+             ";ring=", params.ring, ";tail=", params.tail, ";sinks=", params.sinks, ";gen_min=", params.gen_min,
+             ";variant=", to_string(variant), ";storage=", to_string(storage),
+             ";precision=", tools::to_string(precision), ";prefill=", prefill, ";steps=", steps,
+             ";bound=", bound ? 1 : 0);
+}
+
+std::string RunSpec::hash() const {
+  const auto k = key();
+  return hex16(fnv1a(k.data(), k.size()));
+}
+
+std::string layer_fingerprint(const ref::LayerData& l, int64_t tokens) {
+  require(tokens >= 0 && tokens <= l.tokens, "fingerprint: tokens = ", tokens, " outside [0, ", l.tokens, "]");
+  uint64_t h = 1469598103934665603ull;
+  const int64_t shape[4] = {tokens, l.num_q_heads, l.num_kv_heads, l.head_dim};
+  h = fnv1a(shape, sizeof shape, h);
+  const auto nq = static_cast<size_t>(tokens * l.num_q_heads * l.head_dim);
+  const auto nk = static_cast<size_t>(tokens * l.num_kv_heads * l.head_dim);
+  h = fnv1a(l.q_pre.data(), nq * sizeof(float), h);
+  h = fnv1a(l.q_post.data(), nq * sizeof(float), h);
+  h = fnv1a(l.k.data(), nk * sizeof(float), h);
+  h = fnv1a(l.v.data(), nk * sizeof(float), h);
+  return hex16(h);
+}
+
+// ---------------------------------------------------------------------------------
+// Results.
+// ---------------------------------------------------------------------------------
+
+void RunResult::resize(int64_t S, int64_t hq) {
+  steps = S;
+  heads = hq;
+  const auto n = static_cast<size_t>(S * hq);
+  position.assign(static_cast<size_t>(S), 0);
+  hit.assign(n, 0);
+  lag.assign(n, -1);
+  keys_read.assign(n, 0);
+  depth.assign(n, 0);
+  for (auto* v : {&rel_l2, &max_abs, &lse_err, &abs_l2, &delta_min, &delta_max, &rho, &rho_mac, &bound, &bound_paper})
+    v->assign(n, kNaN);
+}
+
+double RunResult::hit_rate() const {
+  int64_t h = 0;
+  for (auto x : hit) h += x;
+  return hit.empty() ? 0.0 : static_cast<double>(h) / static_cast<double>(hit.size());
+}
+
+double RunResult::kv_fraction() const {
+  double read = 0, full = 0;
+  for (int64_t i = 0; i < steps; ++i)
+    for (int64_t h = 0; h < heads; ++h) {
+      read += static_cast<double>(keys_read[static_cast<size_t>(i * heads + h)]);
+      full += static_cast<double>(position[static_cast<size_t>(i)] + 1);
+    }
+  return full > 0 ? read / full : 0.0;
+}
+
+void ExactCache::fill_v_norms(const ref::LayerData& layer) {
+  kv_heads = layer.num_kv_heads;
+  const int64_t T = layer.tokens, Hkv = layer.num_kv_heads, D = layer.head_dim;
+  v_norm_max.assign(static_cast<size_t>(T * Hkv), 0.0);
+  v_norm_sum.assign(static_cast<size_t>((T + 1) * Hkv), 0.0);
+  for (int64_t hk = 0; hk < Hkv; ++hk) {
+    double mx = 0, sum = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* v = layer.v_at(t, hk);
+      double n2 = 0;
+      for (int64_t d = 0; d < D; ++d) n2 += static_cast<double>(v[d]) * static_cast<double>(v[d]);
+      const double n = std::sqrt(n2);
+      mx = std::max(mx, n);
+      v_norm_max[static_cast<size_t>(t * Hkv + hk)] = mx;
+      v_norm_sum[static_cast<size_t>(t * Hkv + hk)] = sum;
+      sum += n;
+    }
+    v_norm_sum[static_cast<size_t>(T * Hkv + hk)] = sum;
+  }
+}
+
+ExactCache ExactCache::compute(const ref::LayerData& layer, double scale, int64_t prefill, int64_t steps,
+                               bool progress, const std::string& label) {
+  ExactCache c;
+  c.prefill = prefill;
+  c.steps = steps;
+  c.heads = layer.num_q_heads;
+  c.head_dim = layer.head_dim;
+  c.out.resize(static_cast<size_t>(steps * c.heads * c.head_dim));
+  c.lse.resize(static_cast<size_t>(steps * c.heads));
+  tools::Progress prog(label, steps, 5.0, progress);
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto st = oracle::full_attention(layer, scale, prefill + i);  // OpenMP inside
+    for (int64_t h = 0; h < c.heads; ++h) {
+      const auto& s = st[static_cast<size_t>(h)];
+      c.lse[static_cast<size_t>(i * c.heads + h)] = s.lse;
+      std::copy(s.o.data(), s.o.data() + c.head_dim, c.out.begin() + (i * c.heads + h) * c.head_dim);
+    }
+    prog.update(i + 1);
+  }
+  prog.finish();
+  c.fill_v_norms(layer);
+  return c;
+}
+
+RunResult execute_run(const ref::LayerData& layer, double scale, const RunSpec& spec, const ExactCache& exact,
+                      const std::function<void(int64_t)>& on_steps) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = thread_cpu_seconds();
+  tools::SimConfig cfg;
+  cfg.params = spec.params;
+  cfg.variant = spec.variant;
+  cfg.storage = spec.storage;
+  cfg.precision = spec.precision;
+  cfg.prefill = spec.prefill;
+  cfg.steps = spec.steps;
+  cfg.oracle = false;  // exact full attention comes from the shared cache
+  cfg.progress = false;
+  cfg.validate(layer);
+  const int64_t S = cfg.num_steps(layer), Hq = layer.num_q_heads, D = layer.head_dim, G = layer.group_size();
+  const int64_t Hkv = layer.num_kv_heads;
+  require(exact.prefill == spec.prefill && exact.steps == S && exact.heads == Hq && exact.head_dim == D,
+          "exact cache does not match the run (prefill ", exact.prefill, " vs ", spec.prefill, ", steps ", exact.steps,
+          " vs ", S, ")");
+  RunResult r;
+  r.spec = spec;
+  r.resize(S, Hq);
+  const int64_t M = spec.params.ring;
+  std::vector<ChainTracker> chains(static_cast<size_t>(Hq), ChainTracker(M, spec.params.tail, spec.params.sinks));
+  for (int64_t p = std::max<int64_t>(0, spec.prefill - M); p < spec.prefill; ++p)
+    for (auto& c : chains) c.prefill(p);
+
+  int64_t i = 0, reported = 0;
+  tools::simulate_layer(layer, scale, cfg, [&](const tools::StepRecord& rec) {
+    const int64_t m = rec.position;
+    r.position[static_cast<size_t>(i)] = m;
+    for (int64_t h = 0; h < Hq; ++h) {
+      const auto& hr = rec.heads[static_cast<size_t>(h)];
+      const auto k = static_cast<size_t>(i * Hq + h);
+      auto& chain = chains[static_cast<size_t>(h)];
+      // The reused entry's segments are read before this step's write (it may share the slot).
+      std::vector<ChainNode> segs;
+      if (hr.hit && spec.bound) segs = chain.segments(hr.match_pos);
+      const auto& node = chain.step(m, hr.hit ? hr.match_pos : -1);
+      require(node.depth == hr.depth, "chain depth bookkeeping: tracker says ", node.depth, ", stepper says ",
+              hr.depth, " at m = ", m, ", head ", h);
+      r.hit[k] = hr.hit ? 1 : 0;
+      r.lag[k] = hr.hit ? m - hr.match_pos : -1;
+      r.keys_read[k] = hr.keys_read;
+      r.depth[k] = hr.depth;
+      const Eigen::Map<const Eigen::VectorXd> ex(exact.out_at(i, h), D);
+      const double ex_lse = exact.lse[k];
+      const double nrm = ex.norm();
+      const double abs_l2 = (hr.out.o - ex).norm();
+      r.abs_l2[k] = abs_l2;
+      r.rel_l2[k] = nrm > 0 ? abs_l2 / nrm : abs_l2;
+      r.max_abs[k] = (hr.out.o - ex).cwiseAbs().maxCoeff();
+      r.lse_err[k] = std::abs(hr.out.lse - ex_lse);
+      if (hr.hit && spec.bound) {
+        const double cb = thread_cpu_seconds();
+        const auto [a, b] = drift_range(layer, h, scale, m, segs);
+        r.bound_cpu_seconds += thread_cpu_seconds() - cb;
+        // MAC's recomputed mass ρ̃ = 1 − e^{L_prefix − L_out}; the recomputed part R is exact
+        // (up to the stepper's rounding), so its LSE is L_out + ln ρ̃ and ρ = e^{L_R − L_full}.
+        const double rho_mac = -std::expm1(hr.prefix.lse - hr.out.lse);
+        const double rho = rho_mac > 0 ? std::min(1.0, std::exp(hr.out.lse + std::log(rho_mac) - ex_lse)) : 0.0;
+        const int64_t hk = h / G;
+        double vsum = 0;
+        int64_t nkeys = 0;
+        for (const auto& sg : segs) {
+          if (sg.end <= sg.begin) continue;
+          vsum += exact.v_norm_sum[static_cast<size_t>(sg.end * Hkv + hk)] -
+                  exact.v_norm_sum[static_cast<size_t>(sg.begin * Hkv + hk)];
+          nkeys += sg.end - sg.begin;
+        }
+        BoundInputs in;
+        in.delta_min = a;
+        in.delta_max = b;
+        in.rho = rho;
+        in.v_max = exact.v_norm_max[static_cast<size_t>(m * Hkv + hk)];
+        in.v_mean_prefix = nkeys > 0 ? vsum / static_cast<double>(nkeys) : 0.0;
+        r.delta_min[k] = a;
+        r.delta_max[k] = b;
+        r.rho[k] = rho;
+        r.rho_mac[k] = rho_mac;
+        r.bound[k] = drift_bound(in);
+        r.bound_paper[k] = paper_bound(in);
+      }
+    }
+    ++i;
+    if (on_steps && (i % 32 == 0 || i == S)) {
+      on_steps(i - reported);
+      reported = i;
+    }
+  });
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.cpu_seconds = thread_cpu_seconds() - c0;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------
+// Files.
+// ---------------------------------------------------------------------------------
+
+std::string run_path(const std::string& out_dir, const RunSpec& spec) {
+  return (fs::path(out_dir) / "runs" / (spec.hash() + ".h5")).string();
+}
+
+void write_run(const std::string& path, const RunResult& r) {
+  tools::write_atomically(path, [&](const std::string& tmp) {
+    auto f = h5::create_file(tmp);
+    const hid_t id = f.get();
+    const auto& s = r.spec;
+    h5::attr(id, "schema", std::string(kRunSchema));
+    h5::attr(id, "version", kRunVersion);
+    h5::attr(id, "key", s.key());
+    h5::attr(id, "hash", s.hash());
+    h5::attr(id, "trace", s.trace);
+    h5::attr(id, "trace_source", s.source);
+    h5::attr(id, "fingerprint", s.fingerprint);
+    h5::attr(id, "layer", s.layer);
+    h5::attr(id, "tau", s.params.tau);
+    h5::attr(id, "ring", s.params.ring);
+    h5::attr(id, "tail", s.params.tail);
+    h5::attr(id, "sinks", s.params.sinks);
+    h5::attr(id, "gen_min", s.params.gen_min);
+    h5::attr(id, "variant", std::string(to_string(s.variant)));
+    h5::attr(id, "storage", std::string(to_string(s.storage)));
+    h5::attr(id, "precision", std::string(tools::to_string(s.precision)));
+    h5::attr(id, "prefill", s.prefill);
+    h5::attr(id, "steps", r.steps);
+    h5::attr(id, "bound", static_cast<int64_t>(s.bound));
+    h5::attr(id, "seconds", r.seconds);
+    h5::attr(id, "cpu_seconds", r.cpu_seconds);
+    h5::attr(id, "bound_cpu_seconds", r.bound_cpu_seconds);
+    h5::attr(id, "hit_rate", r.hit_rate());
+    h5::attr(id, "kv_fraction", r.kv_fraction());
+    h5::attr(id, "git_commit", std::string(MAC_GIT_COMMIT));
+    const std::vector<hsize_t> sh{static_cast<hsize_t>(r.steps), static_cast<hsize_t>(r.heads)};
+    h5::write(id, "position", {static_cast<hsize_t>(r.steps)}, r.position.data());
+    h5::write(id, "hit", sh, r.hit.data());
+    h5::write(id, "lag", sh, r.lag.data());
+    h5::write(id, "keys_read", sh, r.keys_read.data());
+    h5::write(id, "depth", sh, r.depth.data());
+    h5::write(id, "rel_l2", sh, r.rel_l2.data());
+    h5::write(id, "max_abs", sh, r.max_abs.data());
+    h5::write(id, "lse_err", sh, r.lse_err.data());
+    h5::write(id, "abs_l2", sh, r.abs_l2.data());
+    h5::write(id, "delta_min", sh, r.delta_min.data());
+    h5::write(id, "delta_max", sh, r.delta_max.data());
+    h5::write(id, "rho", sh, r.rho.data());
+    h5::write(id, "rho_mac", sh, r.rho_mac.data());
+    h5::write(id, "bound", sh, r.bound.data());
+    h5::write(id, "bound_paper", sh, r.bound_paper.data());
+    // Written last: a reader treats a file without it as incomplete.
+    h5::attr(id, "complete", int64_t{1});
+  });
+}
+
+RunResult read_run(const std::string& path) {
+  auto f = h5::open_file(path);
+  require(f.valid(), "'", path, "' is not a readable HDF5 file");
+  const hid_t id = f.get();
+  require(h5::has_attr(id, "schema") && h5::attr_str(id, "schema") == kRunSchema, "'", path,
+          "' is not a mac-study run file");
+  require(h5::attr_i64(id, "version") == kRunVersion, "'", path, "': unknown version");
+  require(h5::has_attr(id, "complete") && h5::attr_i64(id, "complete") == 1, "'", path, "' is incomplete");
+  RunResult r;
+  auto& s = r.spec;
+  s.trace = h5::attr_str(id, "trace");
+  s.source = h5::attr_str(id, "trace_source");
+  s.fingerprint = h5::attr_str(id, "fingerprint");
+  s.layer = h5::attr_i64(id, "layer");
+  s.params.tau = h5::attr_f64(id, "tau");
+  s.params.ring = h5::attr_i64(id, "ring");
+  s.params.tail = h5::attr_i64(id, "tail");
+  s.params.sinks = h5::attr_i64(id, "sinks");
+  s.params.gen_min = h5::attr_i64(id, "gen_min");
+  s.variant = parse_variant(h5::attr_str(id, "variant"));
+  s.storage = parse_state_storage(h5::attr_str(id, "storage"));
+  s.precision = tools::parse_precision(h5::attr_str(id, "precision"));
+  s.prefill = h5::attr_i64(id, "prefill");
+  s.bound = h5::attr_i64(id, "bound") != 0;
+  const int64_t S = h5::attr_i64(id, "steps");
+  // The spec's steps is what was asked (0 = to the end); the key records it.
+  const auto key = h5::attr_str(id, "key");
+  const auto sp = key.find(";steps=");
+  s.steps = sp == std::string::npos ? S : std::stoll(key.substr(sp + 7));
+  require(s.key() == key, "'", path, "': stored key does not match its attributes");
+  r.seconds = h5::attr_f64(id, "seconds");
+  r.cpu_seconds = h5::attr_f64(id, "cpu_seconds");
+  r.bound_cpu_seconds = h5::attr_f64(id, "bound_cpu_seconds");
+  r.position = h5::read_i64(id, "position", S);
+  r.steps = S;
+  const int64_t n = static_cast<int64_t>(h5::read_i8(id, "hit").size());
+  require(S > 0 && n % S == 0, "'", path, "': bad shape of hit");
+  r.heads = n / S;
+  r.hit = h5::read_i8(id, "hit", n);
+  r.lag = h5::read_i64(id, "lag", n);
+  r.keys_read = h5::read_i64(id, "keys_read", n);
+  r.depth = h5::read_i64(id, "depth", n);
+  r.rel_l2 = h5::read_f64(id, "rel_l2", n);
+  r.max_abs = h5::read_f64(id, "max_abs", n);
+  r.lse_err = h5::read_f64(id, "lse_err", n);
+  r.abs_l2 = h5::read_f64(id, "abs_l2", n);
+  r.delta_min = h5::read_f64(id, "delta_min", n);
+  r.delta_max = h5::read_f64(id, "delta_max", n);
+  r.rho = h5::read_f64(id, "rho", n);
+  r.rho_mac = h5::read_f64(id, "rho_mac", n);
+  r.bound = h5::read_f64(id, "bound", n);
+  r.bound_paper = h5::read_f64(id, "bound_paper", n);
+  return r;
+}
+
+bool run_complete(const std::string& path, const RunSpec& spec) {
+  if (!fs::exists(path)) return false;
+  auto f = h5::open_file(path);
+  if (!f.valid()) return false;
+  try {
+    const hid_t id = f.get();
+    return h5::has_attr(id, "schema") && h5::attr_str(id, "schema") == kRunSchema && h5::has_attr(id, "complete") &&
+           h5::attr_i64(id, "complete") == 1 && h5::attr_str(id, "key") == spec.key();
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+void write_exact(const std::string& path, const ExactCache& c) {
+  tools::write_atomically(path, [&](const std::string& tmp) {
+    auto f = h5::create_file(tmp);
+    h5::attr(f.get(), "schema", std::string(kExactSchema));
+    h5::attr(f.get(), "version", kExactVersion);
+    h5::attr(f.get(), "prefill", c.prefill);
+    h5::attr(f.get(), "steps", c.steps);
+    h5::write(f.get(), "exact_out",
+              {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads), static_cast<hsize_t>(c.head_dim)},
+              c.out.data());
+    h5::write(f.get(), "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)}, c.lse.data());
+    h5::attr(f.get(), "complete", int64_t{1});
+  });
+}
+
+bool read_exact(const std::string& path, int64_t prefill, int64_t steps, ExactCache& c) {
+  if (!fs::exists(path)) return false;
+  auto f = h5::open_file(path);
+  if (!f.valid()) return false;
+  try {
+    const hid_t id = f.get();
+    if (h5::attr_str(id, "schema") != kExactSchema || h5::attr_i64(id, "version") != kExactVersion ||
+        h5::attr_i64(id, "complete") != 1 || h5::attr_i64(id, "prefill") != prefill ||
+        h5::attr_i64(id, "steps") != steps)
+      return false;
+    c.prefill = prefill;
+    c.steps = steps;
+    c.out = h5::read_f64(id, "exact_out", steps * c.heads * c.head_dim);
+    c.lse = h5::read_f64(id, "exact_lse", steps * c.heads);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Derived tables.
+// ---------------------------------------------------------------------------------
+
+namespace {
+
+using h5::fmt;
+
+std::vector<std::string> config_columns() {
+  return {"run", "trace", "layer", "tau", "ring", "tail", "sinks", "variant", "storage", "precision"};
+}
+
+std::vector<std::string> config_cells(const RunSpec& s) {
+  return {s.hash(),
+          fs::path(s.trace).filename().string(),
+          fmt(s.layer),
+          fmt(s.params.tau),
+          fmt(s.params.ring),
+          fmt(s.params.tail),
+          fmt(s.params.sinks),
+          to_string(s.variant),
+          to_string(s.storage),
+          tools::to_string(s.precision)};
+}
+
+template <typename T>
+std::vector<T> cat(std::vector<T> a, const std::vector<T>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+double q(const std::vector<double>& v, double p) { return tools::quantile(v, p); }
+
+/*! Buckets [lo, hi): depth 0, 1, 2, 3, then powers of two. */
+std::pair<int64_t, int64_t> depth_bucket(int64_t d) {
+  if (d < 4) return {d, d + 1};
+  int64_t lo = 4;
+  while (lo * 2 <= d) lo *= 2;
+  return {lo, lo * 2};
+}
+
+/*! Lag buckets [lo, hi): powers of two. */
+std::pair<int64_t, int64_t> lag_bucket(int64_t lag) {
+  int64_t lo = 1;
+  while (lo * 2 <= lag) lo *= 2;
+  return {lo, lo * 2};
+}
+
+double frac_holds(const std::vector<double>& err, const std::vector<double>& bound) {
+  int64_t n = 0, ok = 0;
+  for (size_t i = 0; i < err.size(); ++i) {
+    if (std::isnan(bound[i])) continue;
+    ++n;
+    ok += err[i] <= bound[i];
+  }
+  return n ? static_cast<double>(ok) / static_cast<double>(n) : kNaN;
+}
+
+std::vector<double> ratios(const std::vector<double>& err, const std::vector<double>& bound) {
+  std::vector<double> r;
+  for (size_t i = 0; i < err.size(); ++i)
+    if (!std::isnan(bound[i])) r.push_back(bound[i] > 0 ? err[i] / bound[i] : (err[i] > 0 ? HUGE_VAL : 0.0));
+  return r;
+}
+
+/*! Identity of a run without one field, to pair runs differing only in it. */
+std::string pair_key(const RunSpec& s, const std::string& without) {
+  RunSpec t = s;
+  if (without == "variant") t.variant = Variant::kSplit;
+  if (without == "storage") t.storage = StateStorage::kFull;
+  return t.key();
+}
+
+}  // namespace
+
+void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs) {
+  h5::Table t_runs, t_depth, t_lag, t_tau, t_hist, t_pairs;
+  t_runs.columns = cat(config_columns(),
+                       {"trace_source", "gen_min", "prefill", "steps", "heads", "hit_rate", "kv_fraction",
+                        "rel_l2_p50", "rel_l2_p90", "rel_l2_p99", "rel_l2_max", "hit_rel_l2_p50", "hit_rel_l2_p99",
+                        "hit_rel_l2_max", "max_abs", "lse_err_max", "depth_max", "depth_mean_hits", "lag_mean_hits",
+                        "bound_checked", "bound_holds", "bound_ratio_p50", "bound_ratio_p99", "bound_ratio_max",
+                        "paper_holds", "paper_ratio_p50", "paper_ratio_p99", "paper_ratio_max", "seconds",
+                        "cpu_seconds", "bound_cpu_seconds"});
+  t_depth.columns = cat(config_columns(), {"depth_lo", "depth_hi", "count", "rel_l2_p50", "rel_l2_p90", "rel_l2_p99",
+                                           "rel_l2_max", "bound_holds", "paper_holds"});
+  t_lag.columns = cat(config_columns(), {"lag_lo", "lag_hi", "count", "rel_l2_p50", "rel_l2_p90", "rel_l2_p99",
+                                         "rel_l2_max"});
+  t_tau.columns = cat(config_columns(), {"head", "hit_rate", "kv_fraction", "rel_l2_p50", "rel_l2_p99"});
+  t_hist.columns = cat(config_columns(), {"form", "log10_lo", "log10_hi", "count"});
+  t_pairs.columns = cat(config_columns(), {"compare", "a", "b", "a_rel_l2_p50", "a_rel_l2_p99", "a_rel_l2_max",
+                                           "b_rel_l2_p50", "b_rel_l2_p99", "b_rel_l2_max", "diff_p50", "diff_p99",
+                                           "diff_max", "same_decisions", "b_worse"});
+
+  for (const auto& r : runs) {
+    const auto cc = config_cells(r.spec);
+    const size_t n = r.hit.size();
+    std::vector<double> hit_err, lag_hits, dep_hits, b_err, b_rig, b_pap;
+    int64_t dmax = 0;
+    for (size_t k = 0; k < n; ++k) {
+      dmax = std::max(dmax, r.depth[k]);
+      if (!r.hit[k]) continue;
+      hit_err.push_back(r.rel_l2[k]);
+      lag_hits.push_back(static_cast<double>(r.lag[k]));
+      dep_hits.push_back(static_cast<double>(r.depth[k]));
+      if (!std::isnan(r.bound[k])) {
+        b_err.push_back(r.abs_l2[k]);
+        b_rig.push_back(r.bound[k]);
+        b_pap.push_back(r.bound_paper[k]);
+      }
+    }
+    auto mean = [](const std::vector<double>& v) {
+      double s = 0;
+      for (double x : v) s += x;
+      return v.empty() ? kNaN : s / static_cast<double>(v.size());
+    };
+    const auto rr = ratios(b_err, b_rig), rp = ratios(b_err, b_pap);
+    double max_abs = 0, max_lse = 0;
+    for (size_t k = 0; k < n; ++k) {
+      max_abs = std::max(max_abs, r.max_abs[k]);
+      max_lse = std::max(max_lse, r.lse_err[k]);
+    }
+    t_runs.add(cat(cc, {r.spec.source, fmt(r.spec.params.gen_min), fmt(r.spec.prefill), fmt(r.steps), fmt(r.heads),
+                        fmt(r.hit_rate()), fmt(r.kv_fraction()), fmt(q(r.rel_l2, 0.5)), fmt(q(r.rel_l2, 0.9)),
+                        fmt(q(r.rel_l2, 0.99)), fmt(q(r.rel_l2, 1.0)), fmt(q(hit_err, 0.5)), fmt(q(hit_err, 0.99)),
+                        fmt(q(hit_err, 1.0)), fmt(max_abs), fmt(max_lse), fmt(dmax), fmt(mean(dep_hits)),
+                        fmt(mean(lag_hits)), fmt(static_cast<int64_t>(b_err.size())),
+                        fmt(frac_holds(b_err, b_rig)), fmt(q(rr, 0.5)), fmt(q(rr, 0.99)), fmt(q(rr, 1.0)),
+                        fmt(frac_holds(b_err, b_pap)), fmt(q(rp, 0.5)), fmt(q(rp, 0.99)), fmt(q(rp, 1.0)),
+                        fmt(r.seconds), fmt(r.cpu_seconds), fmt(r.bound_cpu_seconds)}));
+
+    // Error against chain depth (all steps; depth 0 = miss).
+    std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_depth;
+    for (size_t k = 0; k < n; ++k) by_depth[depth_bucket(r.depth[k])].push_back(k);
+    for (const auto& [b, idx] : by_depth) {
+      std::vector<double> e, ea, br, bp;
+      for (auto k : idx) {
+        e.push_back(r.rel_l2[k]);
+        if (!std::isnan(r.bound[k])) {
+          ea.push_back(r.abs_l2[k]);
+          br.push_back(r.bound[k]);
+          bp.push_back(r.bound_paper[k]);
+        }
+      }
+      t_depth.add(cat(cc, {fmt(b.first), fmt(b.second), fmt(static_cast<int64_t>(e.size())), fmt(q(e, 0.5)),
+                           fmt(q(e, 0.9)), fmt(q(e, 0.99)), fmt(q(e, 1.0)), fmt(frac_holds(ea, br)),
+                           fmt(frac_holds(ea, bp))}));
+    }
+    // Error against lag (hits only).
+    std::map<std::pair<int64_t, int64_t>, std::vector<double>> by_lag;
+    for (size_t k = 0; k < n; ++k)
+      if (r.hit[k]) by_lag[lag_bucket(r.lag[k])].push_back(r.rel_l2[k]);
+    for (const auto& [b, e] : by_lag)
+      t_lag.add(cat(cc, {fmt(b.first), fmt(b.second), fmt(static_cast<int64_t>(e.size())), fmt(q(e, 0.5)),
+                         fmt(q(e, 0.9)), fmt(q(e, 0.99)), fmt(q(e, 1.0))}));
+    // Hit rate and KV fraction per head and overall.
+    for (int64_t h = -1; h < r.heads; ++h) {
+      double hits = 0, cnt = 0, read = 0, full = 0;
+      std::vector<double> e;
+      for (int64_t i = 0; i < r.steps; ++i)
+        for (int64_t hh = 0; hh < r.heads; ++hh) {
+          if (h >= 0 && hh != h) continue;
+          const auto k = static_cast<size_t>(i * r.heads + hh);
+          hits += r.hit[k];
+          cnt += 1;
+          read += static_cast<double>(r.keys_read[k]);
+          full += static_cast<double>(r.position[static_cast<size_t>(i)] + 1);
+          e.push_back(r.rel_l2[k]);
+        }
+      t_tau.add(cat(cc, {h < 0 ? std::string("all") : fmt(h), fmt(hits / cnt), fmt(read / full), fmt(q(e, 0.5)),
+                         fmt(q(e, 0.99))}));
+    }
+    // Histogram of log10(error / bound), both forms, 0.25-decade bins.
+    for (const auto& [form, rat] : {std::pair<std::string, const std::vector<double>*>{"rigorous", &rr},
+                                    std::pair<std::string, const std::vector<double>*>{"paper", &rp}}) {
+      std::map<int64_t, int64_t> hist;
+      for (double x : *rat) {
+        const double l = x > 0 ? std::log10(x) : -12.0;
+        const auto bin = static_cast<int64_t>(std::floor(std::clamp(l, -12.0, 12.0) * 4.0));
+        ++hist[bin];
+      }
+      for (const auto& [bin, c] : hist)
+        t_hist.add(cat(cc, {form, fmt(static_cast<double>(bin) / 4.0), fmt(static_cast<double>(bin + 1) / 4.0),
+                            fmt(c)}));
+    }
+  }
+
+  // Paired comparisons: split vs downdate, full vs production storage (same everything else).
+  for (const std::string what : {"variant", "storage"}) {
+    std::map<std::string, std::vector<const RunResult*>> groups;
+    for (const auto& r : runs) groups[pair_key(r.spec, what)].push_back(&r);
+    for (const auto& [key, g] : groups) {
+      const RunResult *a = nullptr, *b = nullptr;
+      for (auto* r : g) {
+        if (what == "variant") (r->spec.variant == Variant::kSplit ? a : b) = r;
+        else (r->spec.storage == StateStorage::kFull ? a : b) = r;
+      }
+      if (!a || !b || a->hit.size() != b->hit.size()) continue;
+      std::vector<double> diff;
+      double same = 0, worse = 0;
+      for (size_t k = 0; k < a->hit.size(); ++k) {
+        diff.push_back(std::abs(a->rel_l2[k] - b->rel_l2[k]));
+        same += a->hit[k] == b->hit[k];
+        worse += b->rel_l2[k] > a->rel_l2[k];
+      }
+      const double nn = static_cast<double>(a->hit.size());
+      const std::string la = what == "variant" ? to_string(a->spec.variant) : to_string(a->spec.storage);
+      const std::string lb = what == "variant" ? to_string(b->spec.variant) : to_string(b->spec.storage);
+      t_pairs.add(cat(config_cells(a->spec),
+                      {what, la, lb, fmt(q(a->rel_l2, 0.5)), fmt(q(a->rel_l2, 0.99)), fmt(q(a->rel_l2, 1.0)),
+                       fmt(q(b->rel_l2, 0.5)), fmt(q(b->rel_l2, 0.99)), fmt(q(b->rel_l2, 1.0)), fmt(q(diff, 0.5)),
+                       fmt(q(diff, 0.99)), fmt(q(diff, 1.0)), fmt(same / nn), fmt(worse / nn)}));
+    }
+  }
+
+  const std::vector<std::pair<std::string, const h5::Table*>> tables = {
+      {"runs", &t_runs},       {"error_vs_depth", &t_depth}, {"error_vs_lag", &t_lag},
+      {"hit_rate", &t_tau},    {"bound_hist", &t_hist},      {"pairs", &t_pairs}};
+  for (const auto& [name, t] : tables)
+    tools::write_text_file((fs::path(out_dir) / (name + ".csv")).string(), t->csv());
+  tools::write_atomically((fs::path(out_dir) / "study.h5").string(), [&](const std::string& tmp) {
+    auto f = h5::create_file(tmp);
+    h5::attr(f.get(), "schema", std::string("mac-study"));
+    h5::attr(f.get(), "version", int64_t{1});
+    h5::attr(f.get(), "runs", static_cast<int64_t>(runs.size()));
+    h5::attr(f.get(), "git_commit", std::string(MAC_GIT_COMMIT));
+    for (const auto& [name, t] : tables) t->write_group(f.get(), name);
+  });
+}
+
+// ---------------------------------------------------------------------------------
+// The sweep.
+// ---------------------------------------------------------------------------------
+
+namespace {
+double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+}  // namespace
+
+SweepReport run_sweep(const SweepConfig& cfg) {
+  require(!cfg.out_dir.empty(), "no output directory (--out)");
+  require(!cfg.taus.empty() && !cfg.rings.empty() && !cfg.tails.empty() && !cfg.sinks.empty() &&
+              !cfg.variants.empty() && !cfg.storages.empty() && !cfg.precisions.empty(),
+          "every sweep list needs at least one value");
+  for (auto v : cfg.variants) parse_variant(v);
+  for (auto v : cfg.storages) parse_state_storage(v);
+  for (auto v : cfg.precisions) tools::parse_precision(v);
+  for (double tau : cfg.taus)
+    for (auto M : cfg.rings)
+      for (auto r : cfg.tails)
+        for (auto F : cfg.sinks) MacParams{tau, M, r, F, cfg.gen_min}.validate();
+  fs::create_directories(fs::path(cfg.out_dir) / "runs");
+  fs::create_directories(fs::path(cfg.out_dir) / "exact");
+  const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = cpu_seconds();
+  SweepReport rep;
+  rep.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
+  std::vector<std::string> all_paths;
+
+  std::vector<std::string> traces = cfg.traces;
+  if (traces.empty()) traces.push_back("");
+  for (const auto& path : traces) {
+    ref::Trace trace;
+    std::string trace_name = path;
+    if (path.empty()) {
+      ref::SynthParams sp;
+      sp.tokens = cfg.synth_tokens;
+      sp.num_layers = cfg.synth_layers;
+      sp.seed = cfg.synth_seed;
+      sp.validate();
+      if (cfg.progress) std::fprintf(stderr, "generating the embedded synthetic trace (%lld tokens, %lld layers)\n",
+                                     static_cast<long long>(sp.tokens), static_cast<long long>(sp.num_layers));
+      trace = ref::generate_synthetic_trace(sp);
+      trace_name = "(embedded synthetic)";
+      if (!cfg.layers.empty()) {
+        std::vector<ref::LayerData> keep;
+        for (auto l : cfg.layers) {
+          require(l >= 0 && l < trace.meta.num_layers, "layer ", l, " is outside [0, ", trace.meta.num_layers, ")");
+          keep.push_back(trace.layers[static_cast<size_t>(l)]);
+        }
+        trace.layers = std::move(keep);
+      }
+    } else {
+      const auto meta = ref::read_trace_meta(path);
+      for (auto l : cfg.layers)
+        require(l >= 0 && l < meta.num_layers, "layer ", l, " is outside [0, ", meta.num_layers, ") of ", path);
+      trace = ref::read_trace(path, cfg.layers);
+    }
+    std::vector<int64_t> layer_ids = cfg.layers;
+    if (layer_ids.empty())
+      for (int64_t l = 0; l < static_cast<int64_t>(trace.layers.size()); ++l) layer_ids.push_back(l);
+
+    for (size_t li = 0; li < trace.layers.size(); ++li) {
+      const auto& L = trace.layers[li];
+      const double scale = trace.meta.softmax_scale;
+      const int64_t P = cfg.prefill >= 0 ? cfg.prefill : L.tokens / 2;
+      require(P >= 1 && P < L.tokens, "prefill P = ", P, " must be in [1, ", L.tokens - 1, "] for ", trace_name);
+      const int64_t S = cfg.steps > 0 ? cfg.steps : L.tokens - P;
+      require(P + S <= L.tokens, "prefill ", P, " + steps ", S, " runs past the ", L.tokens, " tokens of ",
+              trace_name);
+      const std::string fp = layer_fingerprint(L, P + S);
+      std::vector<RunSpec> pending;
+      for (double tau : cfg.taus)
+        for (auto M : cfg.rings)
+          for (auto r : cfg.tails)
+            for (auto F : cfg.sinks)
+              for (const auto& var : cfg.variants)
+                for (const auto& sto : cfg.storages)
+                  for (const auto& pre : cfg.precisions) {
+                    RunSpec s;
+                    s.trace = trace_name;
+                    s.source = trace.meta.source;
+                    s.fingerprint = fp;
+                    s.layer = layer_ids[li];
+                    s.params = MacParams{tau, M, r, F, cfg.gen_min};
+                    s.variant = parse_variant(var);
+                    s.storage = parse_state_storage(sto);
+                    s.precision = tools::parse_precision(pre);
+                    s.prefill = P;
+                    s.steps = S;
+                    s.bound = cfg.bound;
+                    const auto rp = run_path(cfg.out_dir, s);
+                    all_paths.push_back(rp);
+                    if (run_complete(rp, s)) {
+                      rep.skipped.push_back(s.hash());
+                    } else {
+                      pending.push_back(s);
+                    }
+                  }
+      if (pending.empty()) continue;
+
+      // Exact full attention, once per layer and step, shared by every run (and kept on disk).
+      const auto te = std::chrono::steady_clock::now();
+      const double ce = cpu_seconds();
+      ExactCache exact;
+      exact.heads = L.num_q_heads;
+      exact.head_dim = L.head_dim;
+      const auto ep = (fs::path(cfg.out_dir) / "exact" /
+                       (fp + "_L" + std::to_string(layer_ids[li]) + "_P" + std::to_string(P) + "_S" +
+                        std::to_string(S) + ".h5"))
+                          .string();
+      if (read_exact(ep, P, S, exact)) {
+        exact.fill_v_norms(L);
+      } else {
+        if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+        exact = ExactCache::compute(L, scale, P, S, cfg.progress,
+                                    "exact full attention, layer " + std::to_string(layer_ids[li]));
+        write_exact(ep, exact);
+      }
+      rep.exact_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - te).count();
+      rep.exact_cpu_seconds += cpu_seconds() - ce;
+
+      int64_t total = 0, done = 0;
+      for (const auto& s : pending) total += s.steps;
+      tools::Progress prog("layer " + std::to_string(layer_ids[li]) + ": " + std::to_string(pending.size()) +
+                               " runs",
+                           total, 5.0, cfg.progress);
+      auto report = [&](int64_t k) {
+#pragma omp critical(mac_study_progress)
+        {
+          done += k;
+          prog.update(done);
+        }
+      };
+      const int threads = rep.threads;
+      const auto n = static_cast<int64_t>(pending.size());
+      std::vector<std::string> errors(pending.size());
+      if (n >= threads && threads > 1) {
+        // Parallel over runs; the stepper's own parallel region over heads runs on one thread.
+        omp_set_max_active_levels(1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+        for (int64_t i = 0; i < n; ++i) {
+          try {
+            const auto res = execute_run(L, scale, pending[static_cast<size_t>(i)], exact, report);
+            write_run(run_path(cfg.out_dir, res.spec), res);
+#pragma omp atomic
+            rep.runs_cpu_seconds += res.cpu_seconds;
+          } catch (const std::exception& e) {
+            errors[static_cast<size_t>(i)] = e.what();
+          }
+        }
+      } else {
+        // Fewer runs than threads: one run at a time, the stepper parallel over heads.
+        omp_set_max_active_levels(2);
+        omp_set_num_threads(threads);
+        for (int64_t i = 0; i < n; ++i) {
+          const auto res = execute_run(L, scale, pending[static_cast<size_t>(i)], exact, report);
+          write_run(run_path(cfg.out_dir, res.spec), res);
+          rep.runs_cpu_seconds += res.cpu_seconds;  // the calling thread's share only
+        }
+      }
+      prog.finish();
+      for (const auto& e : errors) require(e.empty(), e);
+      for (const auto& s : pending) rep.computed.push_back(s.hash());
+    }
+  }
+
+  std::vector<RunResult> results;
+  for (const auto& p : all_paths) results.push_back(read_run(p));
+  write_tables(cfg.out_dir, results);
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.cpu_seconds = cpu_seconds() - c0;
+  return rep;
+}
+
+}  // namespace mac::study
