@@ -223,6 +223,10 @@ def test_fixture():
     obs = check_trace(path)
     import h5py
     with h5py.File(path, "r") as f:
+        if path != FIXTURE:  # --trace: another recording; the checks above are the test
+            print(f"    {path}: {int(f.attrs['num_layers'])} layers x {int(f.attrs['tokens'])} tokens; "
+                  f"RoPE error / bound, worst: {max(obs.values()):.3f}")
+            return
         assert int(f.attrs["tokens"]) == 512 and int(f.attrs["num_layers"]) == 4
         assert _str(f.attrs["model_layers"]) == "0,10,20,29"
         assert "k_pre" in f["layers/0"], "fixture is recorded with --store-k-pre"
