@@ -17,21 +17,52 @@
 
 namespace mac::cuda::detail {
 
-template <int D>
+// kBulk selects how K/V tiles reach shared memory: false = cp.async 16-byte copies by all
+// lanes into XOR-swizzled rows; true = one Hopper bulk copy (cp.async.bulk, the TMA engine
+// without a tensor map) per 16-key row of K or V, completing on a per-stage mbarrier, into
+// rows padded by 16 bytes (conflict-free ldmatrix without a swizzle).
+template <int D, bool kBulk = false>
 struct AmendCfg {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kStages = D == 64 ? 4 : 3;
-  static constexpr int kCpr = D / 8;                 // 16-byte chunks per key row
-  static constexpr int kTileBytes = 16 * D * 2;      // one 16-key tile of K (or V)
+  static constexpr int kCpr = D / 8;                          // 16-byte chunks per key row
+  static constexpr int kRowBytes = kBulk ? D * 2 + 16 : D * 2;  // smem row pitch
+  static constexpr int kTileBytes = 16 * kRowBytes;           // one 16-key tile of K (or V)
   static constexpr int kStageBytes = 2 * kTileBytes;
   static constexpr int kWarpSmem = kStages * kStageBytes;
   static constexpr int kSmem = kWarps * kWarpSmem;
   static constexpr int kMinBlocks = D == 256 ? 1 : D == 128 ? 2 : 3;
+  /*! \brief Shared address of 16-byte chunk c of key row r of a tile. */
+  static __device__ __forceinline__ uint32_t at(uint32_t base, int r, int c) {
+    if constexpr (kBulk) return base + r * kRowBytes + c * 16;
+    else return base + (r * kCpr + (c ^ (r & 7))) * 16;
+  }
 };
 
-// 16-byte async copy that bypasses L1; the L2::256B hint has L2 fetch whole 256-byte
-// sectors (a key row of D = 128 is 256 B), which keeps DRAM bursts long on paged layouts.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
@@ -87,10 +118,10 @@ __device__ __forceinline__ ItemDesc find_item(const KParams& p, int item) {
   return d;
 }
 
-template <int D>
-__global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks)
+template <int D, bool kBulk>
+__global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBulk>::kMinBlocks)
     amend_kernel(const KParams p) {
-  using Cfg = AmendCfg<D>;
+  using Cfg = AmendCfg<D, kBulk>;
   constexpr int S = Cfg::kStages, CPR = Cfg::kCpr, NT = D / 8, KS = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -99,6 +130,17 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
   const int W = gridDim.x * Cfg::kWarps;
   const int gw = blockIdx.x * Cfg::kWarps + warp;
   if (gw >= total) return;  // whole warp leaves together
+  __shared__ __align__(8) uint64_t bars[Cfg::kWarps * S];  // per warp, per stage (bulk variant)
+  const uint32_t bar0 = static_cast<uint32_t>(__cvta_generic_to_shared(bars)) + warp * S * 8;
+  if constexpr (kBulk) {
+    if (lane == 0) {
+#pragma unroll
+      for (int st = 0; st < S; ++st) mbar_init(bar0 + st * 8, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    fence_proxy_async();
+    __syncwarp();
+  }
 
   // ---- loader: walks the same (item, tile) sequence as the consumer, S−1 tiles ahead ----
   int ld_item = gw, ld_tile = 0;
@@ -115,6 +157,16 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
                           static_cast<int64_t>(key % p.page_size) * p.token_stride +
                           static_cast<int64_t>(ld.hk) * p.head_stride;
       const uint32_t sK = wsmem + (ld_seq % S) * Cfg::kStageBytes, sV = sK + Cfg::kTileBytes;
+      if constexpr (kBulk) {
+        // Lane l copies key row l % 16 of K (l < 16) or V (l ≥ 16): 32 bulk copies of 2·D bytes.
+        const uint32_t bar = bar0 + (ld_seq % S) * 8;
+        if (lane == 0) mbar_arrive_expect_tx(bar, 32 * D * 2);
+        __syncwarp();
+        fence_proxy_async();  // the stage was last read by ldmatrix (generic proxy)
+        const int r = lane & 15;
+        bulk_copy_g2s((lane < 16 ? sK : sV) + r * Cfg::kRowBytes, (lane < 16 ? p.k_cache : p.v_cache) + off, D * 2,
+                      bar);
+      } else {
 #pragma unroll
       for (int i = 0; i < (16 * CPR) / 32; ++i) {
         const int idx = lane + 32 * i, r = idx / CPR, c = idx % CPR;
@@ -122,6 +174,7 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
         const uint32_t dst = (r * CPR + (c ^ (r & 7))) * 16;
         cp_async16(sK + dst, p.k_cache + roff);
         cp_async16(sV + dst, p.v_cache + roff);
+      }
       }
       if (++ld_tile == ld.ntiles) {
         ld_tile = 0;
@@ -133,7 +186,7 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
       }
     }
     ++ld_seq;
-    cp_async_commit();
+    if constexpr (!kBulk) cp_async_commit();
   };
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) issue_next();
@@ -178,7 +231,12 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
       // Issue tile c + S − 1 into the stage tile c − 1 used (consumed last iteration, fenced
       // by the __syncwarp at the loop end) before waiting for tile c: S tiles in flight.
       issue_next();
-      cp_async_wait<S - 1>();
+      if constexpr (kBulk) {
+        const int c = ld_seq - S;  // tile consumed now
+        mbar_wait(bar0 + (c % S) * 8, (c / S) & 1);
+      } else {
+        cp_async_wait<S - 1>();
+      }
       __syncwarp();
       const uint32_t sK = wsmem + ((ld_seq - S) % S) * Cfg::kStageBytes, sV = sK + Cfg::kTileBytes;
       const int tile_start = it.a + 16 * t;
@@ -192,7 +250,7 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
         for (int kk = 0; kk < KS; ++kk) {
           const int c = 2 * kk + (j & 1);
           uint32_t b[4];
-          ldmatrix_x4(b, sK + (krow * CPR + (c ^ (krow & 7))) * 16);
+          ldmatrix_x4(b, Cfg::at(sK, krow, c));
           float(*acc)[4] = (kk & 1) ? s2 : s;
           mma_bf16(acc[0], qf[kk], b[0], b[1]);
           mma_bf16(acc[1], qf[kk], b[2], b[3]);
@@ -254,7 +312,7 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
         for (int nd = 0; nd < NT / 2; ++nd) {
           const int c = 2 * nd + (j >> 1);
           uint32_t b[4];
-          ldmatrix_x4_trans(b, sV + (vrow * CPR + (c ^ (vrow & 7))) * 16);
+          ldmatrix_x4_trans(b, Cfg::at(sV, vrow, c));
           mma_bf16(o[2 * nd], pa, b[0], b[1]);
           mma_bf16(o[2 * nd + 1], pa, b[2], b[3]);
         }
@@ -283,25 +341,36 @@ __global__ void __launch_bounds__(AmendCfg<D>::kThreads, AmendCfg<D>::kMinBlocks
       }
     }
   }
-  cp_async_wait<0>();
+  if constexpr (!kBulk) cp_async_wait<0>();
 }
 
 template <int D>
-cudaError_t launch_amend_impl(const KParams& p, int grid, cudaStream_t stream) {
-  using Cfg = AmendCfg<D>;  // the smem limit was raised by amend_grid_impl (Engine::create)
-  amend_kernel<D><<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+cudaError_t launch_amend_impl(const KParams& p, int grid, bool bulk, cudaStream_t stream) {
+  // The smem limits were raised by amend_grid_impl (Engine::create).
+  if (bulk) {
+    using Cfg = AmendCfg<D, true>;
+    amend_kernel<D, true><<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+  } else {
+    using Cfg = AmendCfg<D, false>;
+    amend_kernel<D, false><<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 
-template <int D>
-int amend_grid_impl(int device) {
-  using Cfg = AmendCfg<D>;
-  cudaFuncSetAttribute(amend_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+template <int D, bool kBulk>
+int amend_grid_one(int device) {
+  using Cfg = AmendCfg<D, kBulk>;
+  cudaFuncSetAttribute(amend_kernel<D, kBulk>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
   int per_sm = 0, sms = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, amend_kernel<D>, Cfg::kThreads, Cfg::kSmem);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, amend_kernel<D, kBulk>, Cfg::kThreads, Cfg::kSmem);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (per_sm < 1) per_sm = 1;
   return per_sm * sms;
+}
+
+template <int D>
+int amend_grid_impl(int device, bool bulk) {
+  return bulk ? amend_grid_one<D, true>(device) : amend_grid_one<D, false>(device);
 }
 
 }  // namespace mac::cuda::detail

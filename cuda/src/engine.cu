@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -150,6 +151,7 @@ Status DeviceBuffer::allocate(size_t bytes) {
 struct Engine::Impl {
   EngineConfig cfg;
   int G = 1, chunk = 512, grid = 0, max_items = 0;
+  bool bulk = true;
   DeviceBuffer ws;
   size_t ws_bytes = 0;
   // workspace views
@@ -187,6 +189,7 @@ Engine::~Engine() = default;
 const EngineConfig& Engine::config() const { return impl_->cfg; }
 size_t Engine::workspace_bytes() const { return impl_->ws_bytes; }
 int Engine::chunk() const { return impl_->chunk; }
+bool Engine::bulk_copies() const { return impl_->bulk; }
 
 Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (out == nullptr) return invalid("Engine::create: out is null");
@@ -250,8 +253,18 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   impl->pf_len = impl->pf_pt + N;
   impl->pf_slot = impl->pf_pt + 2 * N;
   MAC_CUDA_TRY(cudaMemset(impl->ws.data(), 0, off));
+  bool bulk = true;  // default: bulk copies (measured faster, docs/cuda.md)
+  if (const char* env = std::getenv("MAC_CUDA_AMEND")) {
+    const std::string v(env);
+    if (v == "cpasync") bulk = false;
+    else if (v == "bulk") bulk = true;
+    else if (!v.empty()) return invalid(cat("MAC_CUDA_AMEND = '", v, "' (expected cpasync or bulk)"));
+  }
+  if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
+  if (cfg.amend == AmendVariant::kBulk) bulk = true;
+  impl->bulk = bulk;
   impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
-                                     cfg.device);
+                                     cfg.device, bulk);
   MAC_CUDA_TRY(cudaGetLastError());
   MAC_CUDA_TRY(cudaStreamCreateWithFlags(&impl->side, cudaStreamNonBlocking));
   MAC_CUDA_TRY(cudaEventCreateWithFlags(&impl->ev_fork, cudaEventDisableTiming));
@@ -369,7 +382,7 @@ Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   if (mode == kModeMatchOnly) return Status::Ok();
   MAC_CUDA_TRY(detail::launch_schedule(kp, s));
   MAC_CUDA_TRY(MAC_DISPATCH_HEAD_DIM(D, detail::launch_amend_d64, detail::launch_amend_d128,
-                                     detail::launch_amend_d256, kp, grid, s));
+                                     detail::launch_amend_d256, kp, grid, bulk, s));
   const bool side_k3 = mode == detail::kModeMac && !kp.k3_in_combine;
   if (side_k3) {
     // K3 on the side stream: forked after the amend kernel, joined by one event.

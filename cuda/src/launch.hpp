@@ -5,14 +5,14 @@
 namespace mac::cuda::detail {
 
 // K2 amend kernel, one instantiation per head dimension (one .cu file each).
-cudaError_t launch_amend_d64(const KParams& p, int grid, cudaStream_t s);
-cudaError_t launch_amend_d128(const KParams& p, int grid, cudaStream_t s);
-cudaError_t launch_amend_d256(const KParams& p, int grid, cudaStream_t s);
+cudaError_t launch_amend_d64(const KParams& p, int grid, bool bulk, cudaStream_t s);
+cudaError_t launch_amend_d128(const KParams& p, int grid, bool bulk, cudaStream_t s);
+cudaError_t launch_amend_d256(const KParams& p, int grid, bool bulk, cudaStream_t s);
 /*! \brief Persistent grid of the amend kernel (blocks resident per SM × SMs); also raises
  *  the kernel's dynamic shared-memory limit, so call it once before any launch/capture. */
-int amend_grid_d64(int device);
-int amend_grid_d128(int device);
-int amend_grid_d256(int device);
+int amend_grid_d64(int device, bool bulk);
+int amend_grid_d128(int device, bool bulk);
+int amend_grid_d256(int device, bool bulk);
 
 /*! \brief K1 match: grid (Hq, N). Writes plans, prefix snapshots. */
 cudaError_t launch_match(const KParams& p, cudaStream_t s);

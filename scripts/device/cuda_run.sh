@@ -15,6 +15,10 @@ rm -f "$OUT/configure.log" "$OUT/build.log"
 if [[ $what == all || $what == tests ]]; then
   (cd build-dev && timeout 300 ctest -L gpu --output-on-failure -V) > "$OUT/tests.log" 2>&1
   echo "ctest rc=$?"; grep -E "\[(OK|FAIL)\]|SKIPPED|tests passed|Failed|error" "$OUT/tests.log" | cut -c1-300 | head -40
+  # The other amend variant (cp.async) through the same suite.
+  MAC_CUDA_AMEND=cpasync timeout 200 build-dev/tests/test_cuda --report_level=short > "$OUT/tests_cpasync.log" 2>&1
+  echo "test_cuda (MAC_CUDA_AMEND=cpasync) rc=$?"; grep -E "\[(OK|FAIL)\]|failure|No errors" "$OUT/tests_cpasync.log" | cut -c1-200
+  cat "$OUT/tests_cpasync.log" >> "$OUT/tests.log"; rm -f "$OUT/tests_cpasync.log"
   : > "$OUT/sanitizer.log"
   for tool in memcheck racecheck; do
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build-dev/tests/test_cuda \
@@ -25,7 +29,9 @@ if [[ $what == all || $what == tests ]]; then
 fi
 if [[ $what == all || $what == bench ]]; then
   timeout 400 build-dev/bin/mac-bench --csv "$OUT/mac_bench.csv" ${MAC_BENCH_ARGS:-} 2>> "$OUT/stderr.log"
-  echo "mac-bench rc=$?"; cut -d, -f1-2,4-5,8-10,13,17-19 "$OUT/mac_bench.csv"
+  echo "mac-bench rc=$?"; cut -d, -f1-3,5,8-11,14,18-20 "$OUT/mac_bench.csv"
+  timeout 120 build-dev/bin/mac-bench --mac 0 --amend cpasync --csv "$OUT/mac_bench_cpasync.csv" ${MAC_BENCH_ARGS:-} 2>> "$OUT/stderr.log"
+  echo "mac-bench cpasync rc=$?"; cut -d, -f1-3,5,8-11,14,18-20 "$OUT/mac_bench_cpasync.csv"
   timeout 200 python3 tools/mac-bench/sdpa_baseline.py --csv "$OUT/sdpa.csv" ${SDPA_ARGS:-} 2>> "$OUT/stderr.log"
   echo "sdpa rc=$?"; cut -d, -f3,5-7,11 "$OUT/sdpa.csv"
 fi

@@ -44,7 +44,7 @@ struct Options {
   std::vector<double> hit = {0.0, 0.5, 0.9, 0.95, 1.0};
   int hq = 32, d = 128, ring = 512, tail = 256, reps = 50, warmup = 10, max_lag = 64, chunk = 0;
   uint64_t seed = 20261129;
-  std::string csv, layout = "nhd";
+  std::string csv, layout = "nhd", amend = "default";
   bool k3_compare = true, mac = true;
 };
 
@@ -117,6 +117,8 @@ int main(int argc, char** argv) {
   app.add_option("--layout", o.layout, "KV page layout: nhd = [pages, page_size, Hkv, D] (the API default), "
                  "hnd = [pages, Hkv, page_size, D] (through the stride fields)")
       ->check(CLI::IsMember({"nhd", "hnd"}));
+  app.add_option("--amend", o.amend, "amend kernel variant: default, cpasync, bulk")
+      ->check(CLI::IsMember({"default", "cpasync", "bulk"}));
   app.add_option("--csv", o.csv, "CSV output file (default stdout)");
   app.add_option("--k3-compare", o.k3_compare, "also time K3 on a side stream vs fused");
   app.add_option("--mac", o.mac, "also time MAC steps (0: full attention only)");
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
   std::fprintf(out, "# device: %s; streaming read %.1f GB/s (4 GiB, median of 20); seed %llu; lags uniform 1..%d\n",
                device_description().c_str(), read_gbps, static_cast<unsigned long long>(o.seed), o.max_lag);
   std::fprintf(out,
-               "kind,k3,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,p90_ms,bytes,gbps,"
+               "kind,k3,amend,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,p90_ms,bytes,gbps,"
                "pct_read_bw,speedup_vs_full\n");
 
   const int D = o.d, Hq = o.hq, M = o.ring, ps = 16;
@@ -245,6 +247,9 @@ int main(int argc, char** argv) {
         ec.max_context = ctx;
         ec.ring = M;
         ec.kv_chunk = o.chunk;
+        ec.amend = o.amend == "cpasync" ? AmendVariant::kCpAsync
+                   : o.amend == "bulk"  ? AmendVariant::kBulk
+                                        : AmendVariant::kDefault;
         std::unique_ptr<Engine> eng;
         CHECK(Engine::create(ec, &eng));
         const double kv_bytes_full = static_cast<double>(N) * ctx * hkv * D * 2 * 2;
@@ -255,8 +260,8 @@ int main(int argc, char** argv) {
         const double full_bytes = kv_bytes_full + q_out_bytes;
         auto row = [&](const char* kind, const char* k3, double f, long hits, const Timing& t, double bytes) {
           const double gbps = bytes / (t.median_ms * 1e-3) / 1e9;
-          std::fprintf(out, "%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f\n", kind, k3,
-                       o.layout.c_str(), eng->chunk(), Hq, hkv, D,
+          std::fprintf(out, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f\n", kind,
+                       k3, eng->bulk_copies() ? "bulk" : "cpasync", o.layout.c_str(), eng->chunk(), Hq, hkv, D,
                        N, ctx, f, hits, N * Hq, t.median_ms, t.p10_ms, t.p90_ms, bytes, gbps, 100.0 * gbps / read_gbps,
                        tf.median_ms / t.median_ms);
           std::fflush(out);

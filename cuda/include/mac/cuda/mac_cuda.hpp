@@ -199,6 +199,13 @@ enum class K3Mode : int {
                     //!<  joined by one event (the paper's layout)
 };
 
+/*! \brief How the amend kernel streams K/V tiles into shared memory (docs/cuda.md). */
+enum class AmendVariant : int {
+  kDefault = 0,   //!< the measured-faster one (bulk), or env MAC_CUDA_AMEND=cpasync|bulk
+  kCpAsync = 1,   //!< 16-byte cp.async by all lanes, swizzled rows
+  kBulk = 2,      //!< Hopper bulk copies (TMA engine, no tensor map), one per key row, mbarrier
+};
+
 /*! \brief Static configuration: fixes the workspace and the launch shapes. */
 struct EngineConfig {
   int max_batch = 1;     //!< largest N
@@ -210,6 +217,7 @@ struct EngineConfig {
   int kv_chunk = 0;      //!< keys per work item of the amend kernel (0 → 1024); part of the
                          //!<  reduction order, so full attention and MAC share it
   K3Mode k3_mode = K3Mode::kFused;
+  AmendVariant amend = AmendVariant::kDefault;
   int device = 0;        //!< CUDA device ordinal
 };
 
@@ -233,6 +241,8 @@ class Engine {
   const EngineConfig& config() const;
   /*! \brief Keys per work item actually used (config.kv_chunk or the default). */
   int chunk() const;
+  /*! \brief True iff the amend kernel uses bulk copies (AmendVariant resolved). */
+  bool bulk_copies() const;
   /*! \brief Bytes of device workspace held. */
   size_t workspace_bytes() const;
 
