@@ -12,6 +12,11 @@ what=${1:-all}
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; nvcc --version | tail -1; } > "$OUT/env.txt" 2>&1
 scripts/device/build_cuda.sh || exit 1
 rm -f "$OUT/configure.log" "$OUT/build.log"
+# Smoke test of the default (bulk) amend variant; a hang or failure falls back to cp.async.
+timeout 60 build-dev/tests/test_cuda --run_test=mac_cuda/head_dims > "$OUT/smoke.log" 2>&1; rc=$?
+echo "smoke (default amend) rc=$rc"; grep -E "\[(OK|FAIL)\]" "$OUT/smoke.log" | cut -c1-160
+if [[ $rc != 0 ]]; then export MAC_CUDA_AMEND=cpasync; echo "FALLBACK: MAC_CUDA_AMEND=cpasync"; tail -5 "$OUT/smoke.log"; fi
+rm -f "$OUT/smoke.log"
 if [[ $what == all || $what == tests ]]; then
   (cd build-dev && timeout 300 ctest -L gpu --output-on-failure -V) > "$OUT/tests.log" 2>&1
   echo "ctest rc=$?"; grep -E "\[(OK|FAIL)\]|SKIPPED|tests passed|Failed|error" "$OUT/tests.log" | cut -c1-300 | head -40
