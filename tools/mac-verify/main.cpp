@@ -1,0 +1,345 @@
+// mac-verify: certifies a MAC decode implementation against the 853-case matrix.
+//
+//   mac-verify --list                         one line per case (header on stderr)
+//   mac-verify [--mode cpu|gpu|model] [--subset smoke|all|FAMILY] [--case ID,...]
+//              [--shard k/N] [--devices 0,1,...] [--out REPORT.h5]
+//   mac-verify --replay mac-verify-case123.h5  (replays one failed case)
+//   mac-verify --merge a.h5 b.h5 ... --out all.h5
+//
+// Exit status: 0 all checked cases pass; 1 a case failed; 2 bad usage or input; 77 GPU
+// mode without a CUDA device (skipped).
+#include "mac/cuda/mac_cuda.hpp"
+#include "mac/tools/progress.hpp"
+#include "mac/verify/check.hpp"
+#include "mac/verify/cuda_impl.hpp"
+#include "mac/verify/report.hpp"
+
+#include <CLI/CLI.hpp>
+#include <omp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#ifndef MAC_GIT_COMMIT
+#define MAC_GIT_COMMIT "unknown"
+#endif
+
+using namespace mac;
+using namespace mac::verify;
+
+namespace {
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char b[64];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return b;
+}
+
+std::vector<int> parse_ids(const std::string& s) {
+  std::vector<int> ids;
+  std::stringstream ss(s);
+  std::string t;
+  while (std::getline(ss, t, ',')) {
+    const auto dash = t.find('-');
+    char* end = nullptr;
+    if (dash != std::string::npos && dash > 0) {
+      const long a = std::strtol(t.substr(0, dash).c_str(), &end, 10);
+      const long b = std::strtol(t.substr(dash + 1).c_str(), &end, 10);
+      require(*end == 0 && a <= b, "--case range '", t, "' is not A-B");
+      for (long k = a; k <= b; ++k) ids.push_back(static_cast<int>(k));
+    } else {
+      const long a = std::strtol(t.c_str(), &end, 10);
+      require(!t.empty() && *end == 0, "--case '", t, "' is not a case id");
+      ids.push_back(static_cast<int>(a));
+    }
+  }
+  return ids;
+}
+
+/*! Deterministic shard k of N: cases sorted by cost (descending, then id) are dealt to the
+ *  least-loaded shard, so shards take about equal time. */
+std::vector<CaseSpec> shard_slice(const std::vector<CaseSpec>& cases, int k, int N, bool gpu) {
+  std::vector<size_t> order(cases.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto cost = [&](size_t i) { return gpu ? cases[i].cost_expected() : cases[i].cost_reference() + cases[i].cost_expected(); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost(a) > cost(b); });
+  std::vector<double> load(static_cast<size_t>(N), 0.0);
+  std::vector<CaseSpec> out;
+  for (size_t i : order) {
+    const size_t s = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[s] += cost(i);
+    if (static_cast<int>(s) == k) out.push_back(cases[i]);
+  }
+  std::sort(out.begin(), out.end(), [](const CaseSpec& a, const CaseSpec& b) { return a.id < b.id; });
+  return out;
+}
+
+std::string join_args(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mac-verify: certify a MAC decode implementation against the 853-case matrix"};
+  bool list = false, quiet = false, no_summary = false;
+  std::string mode, subset = "all", case_ids, shard = "0/1", devices, out = "mac-verify-report.h5", fail_dir,
+              replay, fault = "none", matrix_file;
+  std::vector<std::string> merge;
+  double max_cost = 3e9;
+  int64_t max_context = 0;
+  int jobs_per_device = 1;
+  app.add_flag("--list", list, "print the matrix, one case per line (column header on stderr)");
+  app.add_option("--mode", mode, "cpu (FP32 reference vs FP64 oracle), gpu (CUDA kernels), model (FP64 model with --fault); default gpu if a device is present, else cpu")
+      ->check(CLI::IsMember({"cpu", "gpu", "model"}));
+  app.add_option("--fault", fault, "model mode: planted fault (none, tie-newer, band-late, threshold-inclusive, write-before-read, no-ready-gate, second-best, tail-short, downdate-entry, gen-min-off-by-one)");
+  app.add_option("--subset", subset, "all | smoke | a family name (grid, long, lag, batch, wrap, tie, threshold, small, gen_min, not_ready, graph_chain, extreme, params, d256, random)");
+  app.add_option("--case", case_ids, "only these case ids (e.g. 12 or 3,7,100-110)");
+  app.add_option("--replay", replay, "replay the case stored in a failure file (mac-verify-case<ID>.h5)");
+  app.add_option("--shard", shard, "run shard k of N (k/N, 0-based), a deterministic cost-balanced slice");
+  app.add_option("--devices", devices, "GPU mode: spread shards over these device ordinals (e.g. 0,1,2,3 or all), one process per device (x --jobs-per-device); reports are merged");
+  app.add_option("--jobs-per-device", jobs_per_device, "processes per device with --devices")->check(CLI::Range(1, 64));
+  app.add_option("--max-cost", max_cost, "CPU/model mode: skip cases whose estimated reference cost (key x head evaluations) exceeds this (0 = no cap)");
+  app.add_option("--max-context", max_context, "skip cases whose largest kv_len exceeds this (0 = no cap)");
+  app.add_option("--out", out, "report file (HDF5, schema mac-verify)");
+  app.add_option("--fail-dir", fail_dir, "where failed cases' reproducer files go (default: the report's directory)");
+  app.add_option("--merge", merge, "merge these shard reports into --out")->expected(1, -1);
+  app.add_option("--matrix", matrix_file, "use this matrix file instead of the built-in one (same format)");
+  app.add_flag("--quiet", quiet, "no progress line");
+  app.add_flag("--no-summary", no_summary, "do not print the summary table");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    std::vector<CaseSpec> matrix;
+    if (!matrix_file.empty()) {
+      std::ifstream f(matrix_file);
+      require(f.good(), "--matrix file '", matrix_file, "' cannot be read");
+      std::stringstream ss;
+      ss << f.rdbuf();
+      matrix = parse_matrix(ss.str());
+    } else {
+      matrix = builtin_matrix();
+    }
+    const std::string matrix_sha = fnv1a_hex(matrix_file.empty() ? builtin_matrix_text() : "");
+
+    if (list) {
+      std::cerr << "#";
+      for (size_t i = 0; i < matrix_columns().size(); ++i) std::cerr << (i ? "\t" : "") << matrix_columns()[i];
+      std::cerr << "\n";
+      for (const auto& c : matrix) std::cout << c.to_line() << "\n";
+      return 0;
+    }
+
+    if (!merge.empty()) {
+      std::vector<Report> parts;
+      for (const auto& p : merge) parts.push_back(read_report(p));
+      Report r = merge_reports(parts);
+      write_report(out, r);
+      if (!no_summary) std::cout << summary_table(r);
+      std::cout << "merged " << merge.size() << " reports (" << r.cases.size() << " cases) into " << out << "\n";
+      return r.ok() ? 0 : 1;
+    }
+
+    if (mode.empty()) mode = cuda_available() ? "gpu" : "cpu";
+    if (mode == "gpu" && !cuda_available()) {
+      std::printf("SKIP: GPU mode needs a CUDA device (%s)\n", cuda::device_description().c_str());
+      return 77;
+    }
+    const Fault f = parse_fault(fault);
+    require(mode == "model" || f == Fault::kNone, "--fault needs --mode model");
+
+    // Select the cases.
+    std::vector<CaseSpec> cases;
+    std::string subset_name = subset;
+    if (!replay.empty()) {
+      cases.push_back(parse_case(read_failure_case_line(replay)));
+      subset_name = "replay:" + replay;
+    } else if (!case_ids.empty()) {
+      for (int id : parse_ids(case_ids)) {
+        require(id >= 0 && id < static_cast<int>(matrix.size()), "--case ", id, " is outside 0..", matrix.size() - 1);
+        cases.push_back(matrix[static_cast<size_t>(id)]);
+      }
+      subset_name = "case:" + case_ids;
+    } else {
+      bool known = subset == "all" || subset == "smoke";
+      for (const auto& c : matrix) {
+        known = known || c.family == subset;
+        if (subset == "all" || (subset == "smoke" && c.smoke) || c.family == subset) cases.push_back(c);
+      }
+      require(known, "--subset '", subset, "' is not all, smoke or a family name");
+    }
+    int shard_k = 0, shard_n = 1;
+    {
+      const auto slash = shard.find('/');
+      require(slash != std::string::npos, "--shard '", shard, "' is not k/N");
+      shard_k = std::atoi(shard.substr(0, slash).c_str());
+      shard_n = std::atoi(shard.substr(slash + 1).c_str());
+      require(shard_n >= 1 && shard_k >= 0 && shard_k < shard_n, "--shard '", shard, "' needs 0 <= k < N");
+    }
+    const bool gpu = mode == "gpu";
+
+    // --devices: one child process per (device, job), then merge.
+    if (!devices.empty()) {
+      require(gpu, "--devices needs --mode gpu");
+      std::vector<int> devs;
+      if (devices == "all") {
+        const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+        int n = 0;
+        if (cvd && *cvd) {
+          n = 1;
+          for (const char* p = cvd; *p; ++p) n += *p == ',';
+        } else {
+          n = static_cast<int>(std::thread::hardware_concurrency() > 0 ? 1 : 1);
+          // Count devices through nvidia-style ordinals: probe 0..15 is not possible without
+          // CUDA types here; `all` without CUDA_VISIBLE_DEVICES means device 0 only.
+        }
+        for (int i = 0; i < n; ++i) devs.push_back(i);
+      } else {
+        for (int d : parse_ids(devices)) devs.push_back(d);
+      }
+      const int N = static_cast<int>(devs.size()) * jobs_per_device;
+      const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      const std::string dir = std::filesystem::path(out).parent_path().string();
+      std::vector<std::string> parts;
+      std::vector<pid_t> pids;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int k = 0; k < N; ++k) {
+        const int dev = devs[static_cast<size_t>(k) % devs.size()];
+        const std::string part = (dir.empty() ? std::string(".") : dir) + "/" +
+                                 std::filesystem::path(out).stem().string() + msg(".shard", k, "of", N, ".h5");
+        parts.push_back(part);
+        std::vector<std::string> args = {argv[0], "--mode", "gpu", "--shard", msg(k, "/", N), "--out", part,
+                                         "--no-summary"};
+        if (!replay.empty()) args.insert(args.end(), {"--replay", replay});
+        else if (!case_ids.empty()) args.insert(args.end(), {"--case", case_ids});
+        else args.insert(args.end(), {"--subset", subset});
+        if (!fail_dir.empty()) args.insert(args.end(), {"--fail-dir", fail_dir});
+        if (!matrix_file.empty()) args.insert(args.end(), {"--matrix", matrix_file});
+        if (max_context) args.insert(args.end(), {"--max-context", msg(max_context)});
+        if (quiet || k > 0) args.push_back("--quiet");  // one progress line is enough
+        const pid_t pid = fork();
+        require(pid >= 0, "fork failed");
+        if (pid == 0) {
+          setenv("CUDA_VISIBLE_DEVICES", msg(dev).c_str(), 1);
+          setenv("OMP_NUM_THREADS", msg(std::max(1u, cores / static_cast<unsigned>(N))).c_str(), 1);
+          std::vector<char*> cargs;
+          for (auto& a : args) cargs.push_back(a.data());
+          cargs.push_back(nullptr);
+          execv("/proc/self/exe", cargs.data());
+          std::perror("execv");
+          _exit(2);
+        }
+        pids.push_back(pid);
+      }
+      bool child_failed = false;
+      for (pid_t pid : pids) {
+        int st = 0;
+        waitpid(pid, &st, 0);
+        if (!WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 1)) child_failed = true;
+      }
+      require(!child_failed, "a shard process failed (see its messages above)");
+      std::vector<Report> rs;
+      for (const auto& p : parts) rs.push_back(read_report(p));
+      Report r = merge_reports(rs);
+      r.meta.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      r.meta.command = join_args(argc, argv);
+      write_report(out, r);
+      for (const auto& p : parts) std::filesystem::remove(p);
+      if (!no_summary) std::cout << summary_table(r);
+      std::cout << "report: " << out << "\n";
+      return r.ok() ? 0 : 1;
+    }
+
+    cases = shard_slice(cases, shard_k, shard_n, gpu);
+    std::unique_ptr<Implementation> impl;
+    if (gpu) impl = make_cuda_impl(0);
+    else if (mode == "model") impl = make_model_impl(f);
+    else impl = make_reference_impl();
+
+    RunOptions opt;
+    opt.tol = gpu ? Tolerances::gpu() : Tolerances::cpu();
+    Report report;
+    auto& meta = report.meta;
+    // The build's commit; MAC_VERIFY_COMMIT overrides it where the build tree has no .git
+    // (e.g. a copied working tree on the GPU machine).
+    meta.git_commit = std::getenv("MAC_VERIFY_COMMIT") ? std::getenv("MAC_VERIFY_COMMIT") : MAC_GIT_COMMIT;
+    meta.device = impl->device();
+    meta.mode = mode;
+    meta.impl = impl->name();
+    meta.subset = subset_name;
+    meta.shard = shard;
+    meta.command = join_args(argc, argv);
+    meta.created = utc_now();
+    meta.matrix_sha = matrix_sha;
+    meta.tol = opt.tol;
+    meta.threads = omp_get_max_threads();
+    if (fail_dir.empty()) fail_dir = std::filesystem::path(out).parent_path().string();
+    if (fail_dir.empty()) fail_dir = ".";
+
+    auto cost = [&](const CaseSpec& c) { return gpu ? c.cost_expected() : c.cost_reference() + c.cost_expected(); };
+    double total = 0;
+    for (const auto& c : cases) total += cost(c);
+    const double unit = std::max(1.0, total / 1e6);
+    tools::Progress progress(msg("mac-verify ", mode, " ", shard), static_cast<int64_t>(total / unit), 5.0, !quiet);
+    double done = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::string> replays;
+    for (const auto& c : cases) {
+      CaseResult res;
+      if (max_context > 0 && c.max_kv_len() > max_context) {
+        res.spec = c;
+        res.status = CaseStatus::kSkip;
+        res.message = msg("kv_len ", c.max_kv_len(), " above --max-context ", max_context);
+      } else if (!gpu && max_cost > 0 && c.cost_reference() > max_cost) {
+        res.spec = c;
+        res.status = CaseStatus::kSkip;
+        res.message = msg("estimated reference cost ", c.cost_reference(), " above --max-cost ", max_cost);
+      } else {
+        res = run_case(c, *impl, opt);
+      }
+      if (res.status == CaseStatus::kFail || res.status == CaseStatus::kError) {
+        const std::string path = fail_dir + msg("/mac-verify-case", c.id, ".h5");
+        try {
+          write_failure_file(path, res, meta);
+        } catch (const std::exception& ex) {
+          std::fprintf(stderr, "could not write %s: %s\n", path.c_str(), ex.what());
+        }
+        const std::string cmd = msg("mac-verify --mode ", mode, mode == "model" ? " --fault " + fault : "",
+                                    " --case ", c.id, "   (or: mac-verify --mode ", mode, " --replay ", path, ")");
+        std::printf("[%s] %s\n    %s\n    replay: %s\n", to_string(res.status), c.describe().c_str(),
+                    res.message.c_str(), cmd.c_str());
+        std::fflush(stdout);
+        replays.push_back(cmd);
+      }
+      res.steps.clear();
+      report.cases.push_back(std::move(res));
+      done += cost(c);
+      progress.update(static_cast<int64_t>(done / unit));
+    }
+    progress.finish();
+    meta.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_report(out, report);
+    if (!no_summary) std::cout << summary_table(report);
+    std::cout << "report: " << out << "\n";
+    return report.ok() ? 0 : 1;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "mac-verify: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mac-verify: error: %s\n", e.what());
+    return 2;
+  }
+}

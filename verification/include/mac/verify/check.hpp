@@ -1,0 +1,91 @@
+#pragma once
+/*! \file check.hpp
+ *  \brief Runs one case on an implementation under test and checks it against the
+ *         expected decisions and FP64 values (expected.hpp): the driver's core, shared by
+ *         mac-verify and the planted-fault test.
+ *
+ *  Checks per (request, head, step):
+ *   * decisions identical: hit and matched position (tie rule, strict threshold, validity,
+ *     eligibility, readiness all show up here);
+ *   * output within tolerance of the FP64 oracle of the same decisions:
+ *     rel_l2 = ‖o − o*‖₂/‖o*‖₂ ≤ tol.out_rel_l2, |L − L*| ≤ tol.lse·max(1, |L*|);
+ *   * keys read equal to the spec's count (when the implementation reports it);
+ *   * ring entry of m: written iff the request is ready, q̃ a bit copy, state within the
+ *     entry tolerances of prefix ⊕ band (empty iff expected empty);
+ *   * ineligible heads bit-identical to the full-attention kernel (when reported).
+ */
+#include "mac/verify/expected.hpp"
+#include "mac/verify/impl.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mac::verify {
+
+/*! \brief Acceptance limits. */
+struct Tolerances {
+  double out_rel_l2 = 1e-2;    //!< per head, vs the FP64 oracle of the same decisions
+  double lse = 1e-3;           //!< |ΔL| ≤ lse·max(1, |L|)
+  double entry_rel_l2 = 1e-2;  //!< ring entry o
+  double entry_lse = 1e-3;     //!< ring entry L, relative as above
+  /*! \brief DESIGN §4 for the BF16 CUDA kernels. */
+  static Tolerances gpu() { return {}; }
+  /*! \brief FP32 reference / FP64 model: 1024 FP32 epsilons (≈1.2e-4), "far tighter". */
+  static Tolerances cpu();
+};
+
+enum class CaseStatus : int { kPass = 0, kFail = 1, kSkip = 2, kError = 3 };
+const char* to_string(CaseStatus s);
+
+/*! \brief Per (case, request, query head) metrics, aggregated over the steps. */
+struct HeadMetrics {
+  int request = 0, head = 0;
+  int64_t steps = 0, eligible = 0, planted = 0;
+  int64_t hits = 0, expected_hits = 0, decision_mismatch = 0;
+  int64_t keys_read = 0, keys_expected = 0, keys_full = 0, keys_mismatch = 0;
+  double rel_l2_max = 0, max_abs_err = 0, lse_err_max = 0;  //!< lse_err: |ΔL| (natural log)
+  int64_t entries_checked = 0, entry_mismatch = 0;          //!< missing/extra write or q̃ not a copy
+  double entry_rel_l2_max = 0, entry_lse_err_max = 0;
+  int64_t bit_checked = 0, bit_mismatch = 0;
+  double mac_vs_full_rel_l2_max = 0;  //!< informational: expected MAC vs exact full attention
+  double min_abs_margin = 0;          //!< min |thr − d2| over eligible steps (how tight)
+  bool failed = false;
+};
+
+/*! \brief Everything recorded for one step of one case (kept for failure reproducers). */
+struct StepRecord {
+  std::vector<std::vector<ExpectedHead>> expected;  //!< [batch][Hq]
+  StepOutput actual;                                //!< [batch][Hq]
+};
+
+struct CaseResult {
+  CaseSpec spec;
+  CaseStatus status = CaseStatus::kPass;
+  std::string message;        //!< first failure, skip reason or error
+  double wall_s = 0;
+  std::vector<HeadMetrics> heads;  //!< [batch·Hq]
+  std::vector<StepRecord> steps;   //!< kept only when requested (keep_steps) or on failure
+  // Aggregates over heads.
+  int64_t decision_mismatch = 0, hits = 0, expected_hits = 0, eligible = 0, head_steps = 0;
+  int64_t keys_read = 0, keys_expected = 0, keys_full = 0, keys_mismatch = 0;
+  int64_t entry_mismatch = 0, entries_checked = 0, bit_checked = 0, bit_mismatch = 0;
+  double rel_l2_max = 0, max_abs_err = 0, lse_err_max = 0, entry_rel_l2_max = 0, entry_lse_err_max = 0;
+  double mac_vs_full_rel_l2_max = 0;
+};
+
+struct RunOptions {
+  Tolerances tol;
+  bool keep_steps_on_failure = true;
+};
+
+/*! \brief Generates the inputs, runs `impl` and the expected evaluation, checks every step.
+ *  Exceptions from the implementation become CaseStatus::kError with the message. If
+ *  `inputs_out` is non-null the generated inputs are moved there (for reproducers). */
+CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions& opt,
+                    CaseInputs* inputs_out = nullptr);
+
+/*! \brief Relative L2 ‖a − b‖/‖b‖ in FP64 (NaN-safe: any NaN gives +inf; ‖b‖ = 0 gives ‖a‖). */
+double rel_l2(const std::vector<double>& a, const Eigen::VectorXd& b, double* max_abs = nullptr);
+
+}  // namespace mac::verify

@@ -1,0 +1,59 @@
+#pragma once
+/*! \file expected.hpp
+ *  \brief What a conforming implementation must produce for a case: the decisions of
+ *         DESIGN §3 (canonical FP32 match of mac::ref::canonical_d2, ties to the older
+ *         position, strict threshold, argmin first and validity second, readiness, read
+ *         before write) and the FP64 values of the MAC algebra for those decisions,
+ *         evaluated with the oracle's compensated engine (mac::oracle::attend_segments).
+ *
+ *  Prompt entries are evaluated lazily: only an entry that some step actually reuses is
+ *  computed (attn(q_p, [Fe(E(p)), E(p))) at first use), so a 127K-token prompt costs a
+ *  few full-context attentions instead of M·Hq of them. Per step and head one call over
+ *  the cuts {0, Fe(E(m)), [E(p),] E(m), m+1} yields sink, band, tail (and the exact full
+ *  attention as the ⊕ of all disjoint segments).
+ */
+#include "mac/oracle/oracle.hpp"
+#include "mac/verify/inputs.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace mac::verify {
+
+/*! \brief Expected result of one (request, head, step). */
+struct ExpectedHead {
+  int64_t position = 0;
+  bool eligible = false;
+  bool hit = false;
+  int64_t best_pos = -1;     //!< nearest candidate (−1 if none searched)
+  int64_t match_pos = -1;    //!< on a hit
+  float d2 = 0;              //!< canonical FP32 distance of best (NaN if none)
+  double margin = 0;         //!< thr − d2 (FP64 d2): how close the decision was
+  int64_t keys_read = 0;     //!< (m−p) + min(r, m+1) + Fe(E(m)) on a hit, m+1 on a miss
+  bool wrote_entry = false;  //!< ready: entry(m) written to slot m mod M
+  oracle::State entry;       //!< prefix ⊕ band over [Fe(E(m)), E(m)) (FP64)
+  oracle::State out;         //!< ((prefix ⊕ band) ⊕ sink) ⊕ tail (FP64)
+  oracle::State exact;       //!< full attention attn(q_m, [0, m]) (FP64)
+};
+
+/*! \brief Evaluates a case step by step (all requests). Holds a reference to the inputs. */
+class Expected {
+ public:
+  explicit Expected(const CaseInputs& in);
+  /*! \brief Step s of every request: [batch][Hq]. */
+  std::vector<std::vector<ExpectedHead>> step(int64_t s);
+
+ private:
+  struct Slot {
+    int64_t pos = -1;
+    bool evaluated = false;  //!< false: a prompt entry not needed yet (lazy)
+    oracle::State state;
+  };
+  std::vector<ExpectedHead> step_request(int i, int64_t m);
+  void match_head(int i, int h, int64_t m, ExpectedHead* out) const;
+
+  const CaseInputs& in_;
+  std::vector<std::vector<Slot>> rings_;  //!< [batch][Hq·M]
+};
+
+}  // namespace mac::verify

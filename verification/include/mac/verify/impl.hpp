@@ -1,0 +1,81 @@
+#pragma once
+/*! \file impl.hpp
+ *  \brief The "implementation under test" interface of the driver, and the CPU
+ *         implementations: the FP32 reference stepper, and an independent FP64 model of
+ *         DESIGN §3 with switchable planted faults (the proof that the matrix catches them).
+ *         The CUDA implementation is in cuda_impl.hpp.
+ */
+#include "mac/verify/inputs.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mac::verify {
+
+/*! \brief What an implementation reports for one (request, query head) of one step. */
+struct HeadOutput {
+  bool hit = false;
+  int64_t match_pos = -1;       //!< −1 on a miss
+  int64_t keys_read = -1;       //!< KV tokens attended to (−1: not reported)
+  std::vector<double> o;        //!< [D] normalised output
+  double lse = 0;               //!< natural-log LSE of the output
+  // Ring entry of position m after the step (slot m mod M); `entry_valid` false when the
+  // implementation cannot expose it.
+  bool entry_valid = false;
+  bool entry_q_exact = true;    //!< the stored q̃ is a bit copy of q̃_m
+  bool entry_written = false;   //!< slot m mod M now holds position m (or changed, on a GPU)
+  std::vector<double> entry_o;  //!< [D]
+  double entry_lse = 0;
+  // Full-attention comparison for ineligible heads (GPU): −1 not checked, 0 differs, 1 same.
+  int full_bit_identical = -1;
+};
+
+/*! \brief One step of all requests: [batch][Hq]. */
+using StepOutput = std::vector<std::vector<HeadOutput>>;
+
+/*! \brief The implementation under test. The driver calls begin() once per case (prefill
+ *  of every request: ring entries of the last M prompt positions), then step(s) for
+ *  s = 0 … steps−1 (request i decodes m = P_i + s), then end(). */
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+  virtual std::string name() const = 0;
+  virtual std::string device() const = 0;
+  /*! \brief False if this implementation cannot run the case (reason in *why). */
+  virtual bool supports(const CaseSpec& c, std::string* why) const { return true; }
+  virtual void begin(const CaseInputs& in) = 0;
+  virtual void step(int64_t s, StepOutput* out) = 0;
+  /*! \brief Finishes the case; returns a non-empty message on an implementation-level error
+   *  (e.g. device error flags). */
+  virtual std::string end() { return {}; }
+};
+
+/*! \brief The FP32 reference (mac::ref::DecodeStepper<float>, split variant, FP32 storage:
+ *  so the comparison with the FP64 oracle measures the algorithm's rounding, not BF16
+ *  storage). */
+std::unique_ptr<Implementation> make_reference_impl();
+
+/*! \brief Faults that can be planted in the model implementation. */
+enum class Fault {
+  kNone,
+  kTieNewer,          //!< ties go to the newer candidate
+  kBandLate,          //!< hit band starts one token late: [E(p)+1, E(m))
+  kThresholdInclusive,//!< hit iff d2 <= thr (not strict)
+  kWriteBeforeRead,   //!< writes entry(m) before matching (destroys candidate m−M)
+  kNoReadyGate,       //!< not-ready requests still match and write
+  kSecondBest,        //!< on an unusable nearest entry, searches for another candidate
+  kTailShort,         //!< tail misses the current token's key: [E(m), m)
+  kDowndateEntry,     //!< stores entry(m) as out ⊖ (sink ⊕ tail) in FP32 (cancels)
+  kGenMinOffByOne,    //!< eligible iff m > gen_min
+};
+const char* to_string(Fault f);
+Fault parse_fault(const std::string& s);  //!< "none", "tie-newer", "band-late", ...
+std::vector<Fault> all_faults();          //!< every fault except kNone
+
+/*! \brief An independent implementation of DESIGN §3 (FP64 partial attention of the
+ *  reference's `attend`, FP64 ring), with one planted fault. */
+std::unique_ptr<Implementation> make_model_impl(Fault fault);
+
+}  // namespace mac::verify

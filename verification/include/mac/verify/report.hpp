@@ -1,0 +1,60 @@
+#pragma once
+/*! \file report.hpp
+ *  \brief The certification report (HDF5, schema "mac-verify", version 1; documented in
+ *         docs/verification.md), shard merging, the human-readable summary and the
+ *         failure reproducer file.
+ */
+#include "mac/verify/check.hpp"
+
+#include <string>
+#include <vector>
+
+namespace mac::verify {
+
+/*! \brief Run-level attributes of a report. */
+struct ReportMeta {
+  std::string git_commit;  //!< MAC_GIT_COMMIT of the build
+  std::string device;      //!< e.g. "NVIDIA H200 (sm_90)" or "cpu"
+  std::string mode;        //!< "cpu" | "gpu" | "model"
+  std::string impl;        //!< implementation name
+  std::string subset;      //!< "all", "smoke", "case:ID", ...
+  std::string shard = "0/1";
+  std::string command;     //!< the command line
+  std::string created;     //!< UTC time
+  std::string matrix_sha;  //!< FNV-1a 64 of the matrix text (hex)
+  Tolerances tol;
+  double wall_s = 0;
+  int threads = 0;
+};
+
+/*! \brief A report in memory: one entry per case that ran (or was skipped). */
+struct Report {
+  ReportMeta meta;
+  std::vector<CaseResult> cases;  //!< sorted by case id; heads filled, steps empty
+  int count(CaseStatus s) const;
+  bool ok() const { return count(CaseStatus::kFail) == 0 && count(CaseStatus::kError) == 0; }
+};
+
+/*! \brief Writes `r` to `path` atomically (temporary name, then rename). */
+void write_report(const std::string& path, const Report& r);
+/*! \brief Reads a report written by write_report (InputError on a schema/version mismatch). */
+Report read_report(const std::string& path);
+/*! \brief Merges shard reports: cases concatenated and sorted by id (InputError on a case
+ *  that appears twice or on mixed commits/modes); wall_s is the maximum of the shards. */
+Report merge_reports(const std::vector<Report>& shards);
+
+/*! \brief Human-readable summary: a per-family table and the failing cases. */
+std::string summary_table(const Report& r);
+
+/*! \brief Writes the reproducer of a failed case: the case line, its inputs (per request
+ *  q_pre, q_post, k, v; unless larger than `max_input_bytes`, when only the seed-determined
+ *  case line is kept), and per step the implementation's and the expected outputs. */
+void write_failure_file(const std::string& path, const CaseResult& res, const ReportMeta& meta,
+                        size_t max_input_bytes = size_t(512) << 20);
+/*! \brief The case line stored in a failure file (for --replay). */
+std::string read_failure_case_line(const std::string& path);
+
+/*! \brief FNV-1a 64-bit hash of a text, as 16 hex digits. */
+std::string fnv1a_hex(const std::string& text);
+
+}  // namespace mac::verify

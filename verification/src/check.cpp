@@ -1,0 +1,211 @@
+#include "mac/verify/check.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace mac::verify {
+
+Tolerances Tolerances::cpu() {
+  const double t = 1024.0 * std::numeric_limits<float>::epsilon();
+  return {t, t, t, t};
+}
+
+const char* to_string(CaseStatus s) {
+  switch (s) {
+    case CaseStatus::kPass: return "pass";
+    case CaseStatus::kFail: return "FAIL";
+    case CaseStatus::kSkip: return "skip";
+    case CaseStatus::kError: return "ERROR";
+  }
+  return "?";
+}
+
+double rel_l2(const std::vector<double>& a, const Eigen::VectorXd& b, double* max_abs) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (a.size() != static_cast<size_t>(b.size())) {
+    if (max_abs) *max_abs = inf;
+    return inf;
+  }
+  // Scaled by the largest |b| so values near the ends of the range neither overflow nor
+  // underflow when squared.
+  double s = 0;
+  for (Eigen::Index d = 0; d < b.size(); ++d) s = std::max(s, std::abs(b[d]));
+  if (!(s > 0)) s = 1;
+  double num = 0, den = 0, mx = 0;
+  for (size_t d = 0; d < a.size(); ++d) {
+    const double e = a[d] - b[static_cast<Eigen::Index>(d)];
+    if (std::isnan(e)) {
+      if (max_abs) *max_abs = inf;
+      return inf;
+    }
+    mx = std::max(mx, std::abs(e));
+    num += (e / s) * (e / s);
+    den += (b[static_cast<Eigen::Index>(d)] / s) * (b[static_cast<Eigen::Index>(d)] / s);
+  }
+  if (max_abs) *max_abs = mx;
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+namespace {
+double lse_err(double got, double want) {
+  if (std::isinf(want) && want < 0) return (std::isinf(got) && got < 0) ? 0.0 : std::numeric_limits<double>::infinity();
+  const double e = std::abs(got - want);
+  return std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+}
+double lse_limit(double tol, double want) { return tol * std::max(1.0, std::abs(want)); }
+}  // namespace
+
+CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions& opt, CaseInputs* inputs_out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CaseResult res;
+  res.spec = spec;
+  std::string why;
+  if (!impl.supports(spec, &why)) {
+    res.status = CaseStatus::kSkip;
+    res.message = why;
+    return res;
+  }
+  const int Hq = spec.Hq();
+  const Tolerances& tol = opt.tol;
+  std::vector<StepRecord> records;
+  try {
+    CaseInputs in = make_inputs(spec);
+    res.heads.resize(static_cast<size_t>(spec.batch) * Hq);
+    for (int i = 0; i < spec.batch; ++i)
+      for (int h = 0; h < Hq; ++h) {
+        auto& hm = res.heads[static_cast<size_t>(i) * Hq + h];
+        hm.request = i;
+        hm.head = h;
+        hm.min_abs_margin = std::numeric_limits<double>::infinity();
+      }
+    Expected expected(in);
+    impl.begin(in);
+    auto fail = [&](HeadMetrics& hm, const std::string& what) {
+      hm.failed = true;
+      if (res.message.empty()) res.message = what;
+    };
+    for (int64_t s = 0; s < spec.steps; ++s) {
+      StepRecord rec;
+      rec.expected = expected.step(s);
+      impl.step(s, &rec.actual);
+      require(rec.actual.size() == static_cast<size_t>(spec.batch), impl.name(), " returned ", rec.actual.size(),
+              " rows, expected ", spec.batch);
+      for (int i = 0; i < spec.batch; ++i) {
+        require(rec.actual[static_cast<size_t>(i)].size() == static_cast<size_t>(Hq), impl.name(),
+                " returned a row of ", rec.actual[static_cast<size_t>(i)].size(), " heads, expected ", Hq);
+        for (int h = 0; h < Hq; ++h) {
+          const auto& e = rec.expected[static_cast<size_t>(i)][static_cast<size_t>(h)];
+          const auto& a = rec.actual[static_cast<size_t>(i)][static_cast<size_t>(h)];
+          auto& hm = res.heads[static_cast<size_t>(i) * Hq + h];
+          const int64_t m = e.position;
+          const std::string where = msg("request ", i, " head ", h, " m ", m, ": ");
+          ++hm.steps;
+          hm.eligible += e.eligible;
+          hm.planted += in.requests[static_cast<size_t>(i)].planted[static_cast<size_t>(s) * Hq + h];
+          hm.hits += a.hit;
+          hm.expected_hits += e.hit;
+          if (e.eligible && !std::isnan(e.margin)) hm.min_abs_margin = std::min(hm.min_abs_margin, std::abs(e.margin));
+          if (a.hit != e.hit || (e.hit && a.match_pos != e.match_pos)) {
+            ++hm.decision_mismatch;
+            fail(hm, where + msg("decision: got hit ", a.hit, " p ", a.match_pos, ", expected hit ", e.hit, " p ",
+                                 e.match_pos, " (nearest ", e.best_pos, ", d2 ", e.d2, ")"));
+          }
+          hm.keys_expected += e.keys_read;
+          hm.keys_full += m + 1;
+          if (a.keys_read >= 0) {
+            hm.keys_read += a.keys_read;
+            if (a.keys_read != e.keys_read) {
+              ++hm.keys_mismatch;
+              fail(hm, where + msg("keys read ", a.keys_read, ", expected ", e.keys_read));
+            }
+          }
+          double mabs = 0;
+          const double rl = rel_l2(a.o, e.out.o, &mabs);
+          hm.rel_l2_max = std::max(hm.rel_l2_max, rl);
+          hm.max_abs_err = std::max(hm.max_abs_err, mabs);
+          const double le = lse_err(a.lse, e.out.lse);
+          hm.lse_err_max = std::max(hm.lse_err_max, le);
+          if (!(rl <= tol.out_rel_l2)) fail(hm, where + msg("output rel L2 ", rl, " > ", tol.out_rel_l2));
+          if (!(le <= lse_limit(tol.lse, e.out.lse)))
+            fail(hm, where + msg("LSE error ", le, " (L = ", e.out.lse, ") > ", lse_limit(tol.lse, e.out.lse)));
+          double fa = 0;
+          hm.mac_vs_full_rel_l2_max = std::max(
+              hm.mac_vs_full_rel_l2_max, rel_l2(std::vector<double>(e.out.o.data(), e.out.o.data() + e.out.o.size()),
+                                                e.exact.o, &fa));
+          if (a.entry_valid) {
+            if (e.wrote_entry) {
+              ++hm.entries_checked;
+              if (!a.entry_written || !a.entry_q_exact) {
+                ++hm.entry_mismatch;
+                fail(hm, where + (a.entry_written ? "ring entry q̃ is not a bit copy of q̃_m"
+                                                  : "ring entry of m not written"));
+              } else {
+                const bool want_empty = e.entry.is_empty();
+                double rl2 = 0, le2 = lse_err(a.entry_lse, e.entry.lse);
+                if (!want_empty) rl2 = rel_l2(a.entry_o, e.entry.o);
+                hm.entry_rel_l2_max = std::max(hm.entry_rel_l2_max, rl2);
+                hm.entry_lse_err_max = std::max(hm.entry_lse_err_max, le2);
+                if (!(rl2 <= tol.entry_rel_l2)) fail(hm, where + msg("ring entry rel L2 ", rl2, " > ", tol.entry_rel_l2));
+                if (!(le2 <= lse_limit(tol.entry_lse, e.entry.lse)))
+                  fail(hm, where + msg("ring entry LSE ", a.entry_lse, ", expected ", e.entry.lse));
+              }
+            } else if (a.entry_written) {
+              ++hm.entries_checked;
+              ++hm.entry_mismatch;
+              fail(hm, where + "ring entry written for a request that is not ready");
+            }
+          }
+          if (!e.eligible && a.full_bit_identical >= 0) {
+            ++hm.bit_checked;
+            if (a.full_bit_identical == 0) {
+              ++hm.bit_mismatch;
+              fail(hm, where + "ineligible head not bit-identical to full attention");
+            }
+          }
+        }
+      }
+      records.push_back(std::move(rec));
+    }
+    const std::string end_msg = impl.end();
+    if (!end_msg.empty() && res.message.empty()) res.message = end_msg;
+    if (!end_msg.empty()) res.status = CaseStatus::kFail;
+    if (inputs_out) *inputs_out = std::move(in);
+  } catch (const std::exception& ex) {
+    res.status = CaseStatus::kError;
+    res.message = ex.what();
+    try {
+      impl.end();
+    } catch (...) {
+    }
+  }
+  for (auto& hm : res.heads) {
+    if (std::isinf(hm.min_abs_margin)) hm.min_abs_margin = std::numeric_limits<double>::quiet_NaN();
+    if (hm.failed && res.status == CaseStatus::kPass) res.status = CaseStatus::kFail;
+    res.decision_mismatch += hm.decision_mismatch;
+    res.hits += hm.hits;
+    res.expected_hits += hm.expected_hits;
+    res.eligible += hm.eligible;
+    res.head_steps += hm.steps;
+    res.keys_read += hm.keys_read;
+    res.keys_expected += hm.keys_expected;
+    res.keys_full += hm.keys_full;
+    res.keys_mismatch += hm.keys_mismatch;
+    res.entry_mismatch += hm.entry_mismatch;
+    res.entries_checked += hm.entries_checked;
+    res.bit_checked += hm.bit_checked;
+    res.bit_mismatch += hm.bit_mismatch;
+    res.rel_l2_max = std::max(res.rel_l2_max, hm.rel_l2_max);
+    res.max_abs_err = std::max(res.max_abs_err, hm.max_abs_err);
+    res.lse_err_max = std::max(res.lse_err_max, hm.lse_err_max);
+    res.entry_rel_l2_max = std::max(res.entry_rel_l2_max, hm.entry_rel_l2_max);
+    res.entry_lse_err_max = std::max(res.entry_lse_err_max, hm.entry_lse_err_max);
+    res.mac_vs_full_rel_l2_max = std::max(res.mac_vs_full_rel_l2_max, hm.mac_vs_full_rel_l2_max);
+  }
+  if (res.status != CaseStatus::kPass && opt.keep_steps_on_failure) res.steps = std::move(records);
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace mac::verify

@@ -1,0 +1,562 @@
+#include "mac/verify/report.hpp"
+
+#include "mac/tools/files.hpp"
+#include "mac/verify/inputs.hpp"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace mac::verify {
+namespace {
+
+constexpr const char* kSchema = "mac-verify";
+constexpr int kVersion = 1;
+
+void h5check(herr_t e, const std::string& what) { require(e >= 0, "HDF5 error: ", what); }
+hid_t h5id(hid_t id, const std::string& what) {
+  require(id >= 0, "HDF5 error: ", what);
+  return id;
+}
+
+void attr_str(hid_t loc, const char* name, const std::string& v) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, std::max<size_t>(1, v.size()));
+  H5Tset_strpad(t, H5T_STR_NULLPAD);
+  hid_t s = H5Screate(H5S_SCALAR);
+  hid_t a = h5id(H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT), name);
+  h5check(H5Awrite(a, t, v.empty() ? "" : v.data()), name);
+  H5Aclose(a);
+  H5Sclose(s);
+  H5Tclose(t);
+}
+template <typename T>
+void attr_num(hid_t loc, const char* name, T v) {
+  hid_t mt = std::is_same<T, double>::value ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
+  hid_t s = H5Screate(H5S_SCALAR);
+  hid_t a = h5id(H5Acreate2(loc, name, mt, s, H5P_DEFAULT, H5P_DEFAULT), name);
+  h5check(H5Awrite(a, mt, &v), name);
+  H5Aclose(a);
+  H5Sclose(s);
+}
+std::string read_attr_str(hid_t loc, const char* name) {
+  require(H5Aexists(loc, name) > 0, "report: missing attribute ", name);
+  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  hid_t t = H5Aget_type(a);
+  std::string out;
+  if (H5Tis_variable_str(t) > 0) {
+    char* p = nullptr;
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mt, H5T_VARIABLE);
+    H5Aread(a, mt, &p);
+    out = p ? p : "";
+    H5free_memory(p);
+    H5Tclose(mt);
+  } else {
+    const size_t n = H5Tget_size(t);
+    std::vector<char> buf(n + 1, 0);
+    H5Aread(a, t, buf.data());
+    out.assign(buf.data(), strnlen(buf.data(), n));
+  }
+  H5Tclose(t);
+  H5Aclose(a);
+  return out;
+}
+template <typename T>
+T read_attr_num(hid_t loc, const char* name) {
+  require(H5Aexists(loc, name) > 0, "report: missing attribute ", name);
+  T v{};
+  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  H5Aread(a, std::is_same<T, double>::value ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, &v);
+  H5Aclose(a);
+  return v;
+}
+
+template <typename T>
+hid_t native();
+template <> hid_t native<double>() { return H5T_NATIVE_DOUBLE; }
+template <> hid_t native<float>() { return H5T_NATIVE_FLOAT; }
+template <> hid_t native<int64_t>() { return H5T_NATIVE_INT64; }
+template <> hid_t native<int8_t>() { return H5T_NATIVE_INT8; }
+
+template <typename T>
+void write_ds(hid_t loc, const char* name, const std::vector<T>& v, std::vector<hsize_t> dims = {}) {
+  if (dims.empty()) dims = {static_cast<hsize_t>(v.size())};
+  hid_t s = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  hid_t d = h5id(H5Dcreate2(loc, name, native<T>(), s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name);
+  if (!v.empty()) h5check(H5Dwrite(d, native<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), name);
+  H5Dclose(d);
+  H5Sclose(s);
+}
+void write_str_ds(hid_t loc, const char* name, const std::vector<std::string>& v) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  hsize_t n = v.size();
+  hid_t s = H5Screate_simple(1, &n, nullptr);
+  hid_t d = h5id(H5Dcreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name);
+  std::vector<const char*> p;
+  for (const auto& x : v) p.push_back(x.c_str());
+  if (!p.empty()) h5check(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), name);
+  H5Dclose(d);
+  H5Sclose(s);
+  H5Tclose(t);
+}
+template <typename T>
+std::vector<T> read_ds(hid_t loc, const char* name) {
+  require(H5Lexists(loc, name, H5P_DEFAULT) > 0, "report: missing dataset ", name);
+  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+  hid_t s = H5Dget_space(d);
+  const hssize_t n = H5Sget_simple_extent_npoints(s);
+  std::vector<T> v(static_cast<size_t>(n));
+  if (n > 0) h5check(H5Dread(d, native<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), name);
+  H5Sclose(s);
+  H5Dclose(d);
+  return v;
+}
+std::vector<std::string> read_str_ds(hid_t loc, const char* name) {
+  require(H5Lexists(loc, name, H5P_DEFAULT) > 0, "report: missing dataset ", name);
+  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+  hid_t s = H5Dget_space(d);
+  const hssize_t n = H5Sget_simple_extent_npoints(s);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  std::vector<char*> p(static_cast<size_t>(n), nullptr);
+  if (n > 0) h5check(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), name);
+  std::vector<std::string> out;
+  for (char* x : p) out.emplace_back(x ? x : "");
+  if (n > 0) H5Dvlen_reclaim(t, s, H5P_DEFAULT, p.data());
+  H5Tclose(t);
+  H5Sclose(s);
+  H5Dclose(d);
+  return out;
+}
+
+// Field tables: one place lists what the report holds per case and per head.
+struct I64Field { const char* name; int64_t CaseResult::*p; };
+struct F64Field { const char* name; double CaseResult::*p; };
+const std::vector<I64Field>& case_i64() {
+  static const std::vector<I64Field> f = {
+      {"head_steps", &CaseResult::head_steps}, {"eligible", &CaseResult::eligible}, {"hits", &CaseResult::hits},
+      {"expected_hits", &CaseResult::expected_hits}, {"decision_mismatch", &CaseResult::decision_mismatch},
+      {"keys_read", &CaseResult::keys_read}, {"keys_expected", &CaseResult::keys_expected},
+      {"keys_full", &CaseResult::keys_full}, {"keys_mismatch", &CaseResult::keys_mismatch},
+      {"entries_checked", &CaseResult::entries_checked}, {"entry_mismatch", &CaseResult::entry_mismatch},
+      {"bit_checked", &CaseResult::bit_checked}, {"bit_mismatch", &CaseResult::bit_mismatch}};
+  return f;
+}
+const std::vector<F64Field>& case_f64() {
+  static const std::vector<F64Field> f = {
+      {"wall_s", &CaseResult::wall_s}, {"rel_l2_max", &CaseResult::rel_l2_max},
+      {"max_abs_err", &CaseResult::max_abs_err}, {"lse_err_max", &CaseResult::lse_err_max},
+      {"entry_rel_l2_max", &CaseResult::entry_rel_l2_max}, {"entry_lse_err_max", &CaseResult::entry_lse_err_max},
+      {"mac_vs_full_rel_l2_max", &CaseResult::mac_vs_full_rel_l2_max}};
+  return f;
+}
+struct HI64 { const char* name; int64_t HeadMetrics::*p; };
+struct HF64 { const char* name; double HeadMetrics::*p; };
+const std::vector<HI64>& head_i64() {
+  static const std::vector<HI64> f = {
+      {"steps", &HeadMetrics::steps}, {"eligible", &HeadMetrics::eligible}, {"planted", &HeadMetrics::planted},
+      {"hits", &HeadMetrics::hits}, {"expected_hits", &HeadMetrics::expected_hits},
+      {"decision_mismatch", &HeadMetrics::decision_mismatch}, {"keys_read", &HeadMetrics::keys_read},
+      {"keys_expected", &HeadMetrics::keys_expected}, {"keys_full", &HeadMetrics::keys_full},
+      {"keys_mismatch", &HeadMetrics::keys_mismatch}, {"entries_checked", &HeadMetrics::entries_checked},
+      {"entry_mismatch", &HeadMetrics::entry_mismatch}, {"bit_checked", &HeadMetrics::bit_checked},
+      {"bit_mismatch", &HeadMetrics::bit_mismatch}};
+  return f;
+}
+const std::vector<HF64>& head_f64() {
+  static const std::vector<HF64> f = {
+      {"rel_l2_max", &HeadMetrics::rel_l2_max}, {"max_abs_err", &HeadMetrics::max_abs_err},
+      {"lse_err_max", &HeadMetrics::lse_err_max}, {"entry_rel_l2_max", &HeadMetrics::entry_rel_l2_max},
+      {"entry_lse_err_max", &HeadMetrics::entry_lse_err_max},
+      {"mac_vs_full_rel_l2_max", &HeadMetrics::mac_vs_full_rel_l2_max},
+      {"min_abs_margin", &HeadMetrics::min_abs_margin}};
+  return f;
+}
+
+}  // namespace
+
+std::string fnv1a_hex(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
+  return b;
+}
+
+int Report::count(CaseStatus s) const {
+  return static_cast<int>(std::count_if(cases.begin(), cases.end(), [&](const CaseResult& c) { return c.status == s; }));
+}
+
+void write_report(const std::string& path, const Report& r) {
+  tools::write_atomically(path, [&](const std::string& tmp) {
+    hid_t f = h5id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create " + tmp);
+    const auto& m = r.meta;
+    attr_str(f, "schema", kSchema);
+    attr_num<int64_t>(f, "version", kVersion);
+    attr_str(f, "git_commit", m.git_commit);
+    attr_str(f, "device", m.device);
+    attr_str(f, "mode", m.mode);
+    attr_str(f, "impl", m.impl);
+    attr_str(f, "subset", m.subset);
+    attr_str(f, "shard", m.shard);
+    attr_str(f, "command", m.command);
+    attr_str(f, "created", m.created);
+    attr_str(f, "matrix_fnv1a", m.matrix_sha);
+    attr_num<double>(f, "tol_out_rel_l2", m.tol.out_rel_l2);
+    attr_num<double>(f, "tol_lse", m.tol.lse);
+    attr_num<double>(f, "tol_entry_rel_l2", m.tol.entry_rel_l2);
+    attr_num<double>(f, "tol_entry_lse", m.tol.entry_lse);
+    attr_num<double>(f, "wall_s", m.wall_s);
+    attr_num<int64_t>(f, "threads", m.threads);
+    attr_num<int64_t>(f, "cases", static_cast<int64_t>(r.cases.size()));
+    attr_num<int64_t>(f, "passed", r.count(CaseStatus::kPass));
+    attr_num<int64_t>(f, "failed", r.count(CaseStatus::kFail));
+    attr_num<int64_t>(f, "skipped", r.count(CaseStatus::kSkip));
+    attr_num<int64_t>(f, "errors", r.count(CaseStatus::kError));
+
+    hid_t g = h5id(H5Gcreate2(f, "cases", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "/cases");
+    {
+      std::vector<int64_t> id;
+      std::vector<int8_t> st;
+      std::vector<std::string> fam, line, message;
+      for (const auto& c : r.cases) {
+        id.push_back(c.spec.id);
+        st.push_back(static_cast<int8_t>(c.status));
+        fam.push_back(c.spec.family);
+        line.push_back(c.spec.to_line());
+        message.push_back(c.message);
+      }
+      write_ds(g, "id", id);
+      write_ds(g, "status", st);
+      write_str_ds(g, "family", fam);
+      write_str_ds(g, "line", line);
+      write_str_ds(g, "message", message);
+      for (const auto& fl : case_i64()) {
+        std::vector<int64_t> v;
+        for (const auto& c : r.cases) v.push_back(c.*(fl.p));
+        write_ds(g, fl.name, v);
+      }
+      for (const auto& fl : case_f64()) {
+        std::vector<double> v;
+        for (const auto& c : r.cases) v.push_back(c.*(fl.p));
+        write_ds(g, fl.name, v);
+      }
+    }
+    H5Gclose(g);
+    g = h5id(H5Gcreate2(f, "heads", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "/heads");
+    {
+      std::vector<int64_t> cid, req, head;
+      std::vector<int8_t> failed;
+      for (const auto& c : r.cases)
+        for (const auto& h : c.heads) {
+          cid.push_back(c.spec.id);
+          req.push_back(h.request);
+          head.push_back(h.head);
+          failed.push_back(h.failed ? 1 : 0);
+        }
+      write_ds(g, "case_id", cid);
+      write_ds(g, "request", req);
+      write_ds(g, "head", head);
+      write_ds(g, "failed", failed);
+      for (const auto& fl : head_i64()) {
+        std::vector<int64_t> v;
+        for (const auto& c : r.cases)
+          for (const auto& h : c.heads) v.push_back(h.*(fl.p));
+        write_ds(g, fl.name, v);
+      }
+      for (const auto& fl : head_f64()) {
+        std::vector<double> v;
+        for (const auto& c : r.cases)
+          for (const auto& h : c.heads) v.push_back(h.*(fl.p));
+        write_ds(g, fl.name, v);
+      }
+    }
+    H5Gclose(g);
+    h5check(H5Fclose(f), "close " + tmp);
+  });
+}
+
+Report read_report(const std::string& path) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  require(f >= 0, "report file '", path, "' cannot be opened as HDF5");
+  Report r;
+  try {
+    require(read_attr_str(f, "schema") == kSchema, "report '", path, "': schema is not ", kSchema);
+    const auto v = read_attr_num<int64_t>(f, "version");
+    require(v == kVersion, "report '", path, "': version ", v, " is not ", kVersion);
+    auto& m = r.meta;
+    m.git_commit = read_attr_str(f, "git_commit");
+    m.device = read_attr_str(f, "device");
+    m.mode = read_attr_str(f, "mode");
+    m.impl = read_attr_str(f, "impl");
+    m.subset = read_attr_str(f, "subset");
+    m.shard = read_attr_str(f, "shard");
+    m.command = read_attr_str(f, "command");
+    m.created = read_attr_str(f, "created");
+    m.matrix_sha = read_attr_str(f, "matrix_fnv1a");
+    m.tol.out_rel_l2 = read_attr_num<double>(f, "tol_out_rel_l2");
+    m.tol.lse = read_attr_num<double>(f, "tol_lse");
+    m.tol.entry_rel_l2 = read_attr_num<double>(f, "tol_entry_rel_l2");
+    m.tol.entry_lse = read_attr_num<double>(f, "tol_entry_lse");
+    m.wall_s = read_attr_num<double>(f, "wall_s");
+    m.threads = static_cast<int>(read_attr_num<int64_t>(f, "threads"));
+    hid_t g = H5Gopen2(f, "cases", H5P_DEFAULT);
+    require(g >= 0, "report '", path, "': missing group /cases");
+    const auto id = read_ds<int64_t>(g, "id");
+    const auto st = read_ds<int8_t>(g, "status");
+    const auto line = read_str_ds(g, "line");
+    const auto message = read_str_ds(g, "message");
+    r.cases.resize(id.size());
+    for (size_t i = 0; i < id.size(); ++i) {
+      r.cases[i].spec = parse_case(line[i]);
+      r.cases[i].status = static_cast<CaseStatus>(st[i]);
+      r.cases[i].message = message[i];
+    }
+    for (const auto& fl : case_i64()) {
+      const auto v = read_ds<int64_t>(g, fl.name);
+      for (size_t i = 0; i < v.size() && i < r.cases.size(); ++i) r.cases[i].*(fl.p) = v[i];
+    }
+    for (const auto& fl : case_f64()) {
+      const auto v = read_ds<double>(g, fl.name);
+      for (size_t i = 0; i < v.size() && i < r.cases.size(); ++i) r.cases[i].*(fl.p) = v[i];
+    }
+    H5Gclose(g);
+    g = H5Gopen2(f, "heads", H5P_DEFAULT);
+    require(g >= 0, "report '", path, "': missing group /heads");
+    const auto cid = read_ds<int64_t>(g, "case_id");
+    const auto req = read_ds<int64_t>(g, "request");
+    const auto head = read_ds<int64_t>(g, "head");
+    const auto failed = read_ds<int8_t>(g, "failed");
+    std::map<int64_t, size_t> index;
+    for (size_t i = 0; i < r.cases.size(); ++i) index[r.cases[i].spec.id] = i;
+    std::vector<std::pair<size_t, size_t>> where(cid.size());
+    for (size_t k = 0; k < cid.size(); ++k) {
+      auto it = index.find(cid[k]);
+      require(it != index.end(), "report '", path, "': head row ", k, " names unknown case ", cid[k]);
+      auto& c = r.cases[it->second];
+      HeadMetrics hm;
+      hm.request = static_cast<int>(req[k]);
+      hm.head = static_cast<int>(head[k]);
+      hm.failed = failed[k] != 0;
+      c.heads.push_back(hm);
+      where[k] = {it->second, c.heads.size() - 1};
+    }
+    for (const auto& fl : head_i64()) {
+      const auto v = read_ds<int64_t>(g, fl.name);
+      for (size_t k = 0; k < v.size(); ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
+    }
+    for (const auto& fl : head_f64()) {
+      const auto v = read_ds<double>(g, fl.name);
+      for (size_t k = 0; k < v.size(); ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
+    }
+    H5Gclose(g);
+  } catch (...) {
+    H5Fclose(f);
+    throw;
+  }
+  H5Fclose(f);
+  return r;
+}
+
+Report merge_reports(const std::vector<Report>& shards) {
+  require(!shards.empty(), "merge: no reports given");
+  Report out;
+  out.meta = shards.front().meta;
+  std::string shard_list;
+  for (const auto& s : shards) {
+    require(s.meta.git_commit == out.meta.git_commit, "merge: git commits differ (", s.meta.git_commit, " vs ",
+            out.meta.git_commit, ")");
+    require(s.meta.mode == out.meta.mode, "merge: modes differ (", s.meta.mode, " vs ", out.meta.mode, ")");
+    require(s.meta.matrix_sha == out.meta.matrix_sha, "merge: matrices differ (", s.meta.matrix_sha, " vs ",
+            out.meta.matrix_sha, ")");
+    out.meta.wall_s = std::max(out.meta.wall_s, s.meta.wall_s);
+    shard_list += (shard_list.empty() ? "" : ",") + s.meta.shard;
+    if (s.meta.device != out.meta.device && out.meta.device.find(s.meta.device) == std::string::npos)
+      out.meta.device += "; " + s.meta.device;
+    for (const auto& c : s.cases) out.cases.push_back(c);
+  }
+  std::sort(out.cases.begin(), out.cases.end(), [](const CaseResult& a, const CaseResult& b) { return a.spec.id < b.spec.id; });
+  for (size_t i = 1; i < out.cases.size(); ++i)
+    require(out.cases[i].spec.id != out.cases[i - 1].spec.id, "merge: case ", out.cases[i].spec.id,
+            " appears in more than one report");
+  out.meta.shard = "merged:" + shard_list;
+  return out;
+}
+
+std::string summary_table(const Report& r) {
+  struct Row {
+    int n = 0, pass = 0, fail = 0, skip = 0, err = 0;
+    int64_t head_steps = 0, hits = 0, mism = 0, keys = 0, keys_full = 0, bit = 0;
+    double rel = 0, abs = 0, lse = 0, erel = 0, wall = 0;
+  };
+  std::map<std::string, Row> fam;
+  Row tot;
+  for (const auto& c : r.cases) {
+    for (Row* rw : {&fam[c.spec.family], &tot}) {
+      ++rw->n;
+      rw->pass += c.status == CaseStatus::kPass;
+      rw->fail += c.status == CaseStatus::kFail;
+      rw->skip += c.status == CaseStatus::kSkip;
+      rw->err += c.status == CaseStatus::kError;
+      if (c.status == CaseStatus::kSkip) continue;
+      rw->head_steps += c.head_steps;
+      rw->hits += c.expected_hits;
+      rw->mism += c.decision_mismatch;
+      rw->keys += c.keys_expected;
+      rw->keys_full += c.keys_full;
+      rw->bit += c.bit_checked;
+      rw->rel = std::max(rw->rel, c.rel_l2_max);
+      rw->abs = std::max(rw->abs, c.max_abs_err);
+      rw->lse = std::max(rw->lse, c.lse_err_max);
+      rw->erel = std::max(rw->erel, c.entry_rel_l2_max);
+      rw->wall += c.wall_s;
+    }
+  }
+  std::ostringstream os;
+  char b[512];
+  std::snprintf(b, sizeof b, "mac-verify: %s on %s, commit %s, %s\n", r.meta.impl.c_str(), r.meta.device.c_str(),
+                r.meta.git_commit.c_str(), r.meta.subset.c_str());
+  os << b;
+  std::snprintf(b, sizeof b, "%-12s %5s %5s %5s %5s %5s %9s %7s %6s %7s %10s %10s %10s %10s %8s\n", "family", "cases",
+                "pass", "FAIL", "skip", "ERR", "headsteps", "hit%", "dmis", "kv%", "relL2max", "maxabs", "lseerr",
+                "entryL2", "cpu_s");
+  os << b;
+  auto line = [&](const std::string& name, const Row& w) {
+    std::snprintf(b, sizeof b, "%-12s %5d %5d %5d %5d %5d %9lld %6.1f%% %6lld %6.1f%% %10.3e %10.3e %10.3e %10.3e %8.1f\n",
+                  name.c_str(), w.n, w.pass, w.fail, w.skip, w.err, static_cast<long long>(w.head_steps),
+                  w.head_steps ? 100.0 * static_cast<double>(w.hits) / static_cast<double>(w.head_steps) : 0.0,
+                  static_cast<long long>(w.mism),
+                  w.keys_full ? 100.0 * static_cast<double>(w.keys) / static_cast<double>(w.keys_full) : 0.0, w.rel,
+                  w.abs, w.lse, w.erel, w.wall);
+    os << b;
+  };
+  for (const auto& [k, w] : fam) line(k, w);
+  line("TOTAL", tot);
+  std::snprintf(b, sizeof b,
+                "tolerances: out rel L2 <= %.3g, |dL| <= %.3g*max(1,|L|), entry rel L2 <= %.3g; wall %.1fs\n",
+                r.meta.tol.out_rel_l2, r.meta.tol.lse, r.meta.tol.entry_rel_l2, r.meta.wall_s);
+  os << b;
+  int shown = 0;
+  for (const auto& c : r.cases) {
+    if (c.status != CaseStatus::kFail && c.status != CaseStatus::kError) continue;
+    if (shown++ < 40) os << "  [" << to_string(c.status) << "] " << c.spec.describe() << "\n      " << c.message << "\n";
+  }
+  if (shown > 40) os << "  ... and " << shown - 40 << " more failing cases\n";
+  os << (r.ok() ? "RESULT: PASS" : "RESULT: FAIL") << " (" << r.count(CaseStatus::kPass) << " passed, "
+     << r.count(CaseStatus::kFail) << " failed, " << r.count(CaseStatus::kError) << " errors, "
+     << r.count(CaseStatus::kSkip) << " skipped)\n";
+  return os.str();
+}
+
+void write_failure_file(const std::string& path, const CaseResult& res, const ReportMeta& meta, size_t max_input_bytes) {
+  const CaseInputs in = make_inputs(res.spec);
+  tools::write_atomically(path, [&](const std::string& tmp) {
+    hid_t f = h5id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create " + tmp);
+    attr_str(f, "schema", "mac-verify-case");
+    attr_num<int64_t>(f, "version", kVersion);
+    attr_str(f, "case_line", res.spec.to_line());
+    attr_str(f, "status", to_string(res.status));
+    attr_str(f, "message", res.message);
+    attr_str(f, "git_commit", meta.git_commit);
+    attr_str(f, "device", meta.device);
+    attr_str(f, "impl", meta.impl);
+    size_t bytes = 0;
+    for (const auto& rq : in.requests)
+      bytes += 4 * (rq.layer.q_pre.size() + rq.layer.q_post.size() + rq.layer.k.size() + rq.layer.v.size());
+    attr_num<int64_t>(f, "inputs_stored", bytes <= max_input_bytes ? 1 : 0);
+    const int N = res.spec.batch, Hq = res.spec.Hq(), D = res.spec.D;
+    for (int i = 0; i < N; ++i) {
+      const auto& rq = in.requests[static_cast<size_t>(i)];
+      const std::string gname = msg("request_", i);
+      hid_t g = h5id(H5Gcreate2(f, gname.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), gname);
+      attr_num<int64_t>(g, "prompt", rq.prompt);
+      attr_num<int64_t>(g, "ready", rq.ready ? 1 : 0);
+      if (bytes <= max_input_bytes) {
+        const hsize_t T = static_cast<hsize_t>(rq.layer.tokens);
+        write_ds(g, "q_pre", rq.layer.q_pre, {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)});
+        write_ds(g, "q_post", rq.layer.q_post, {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)});
+        write_ds(g, "k", rq.layer.k, {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)});
+        write_ds(g, "v", rq.layer.v, {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)});
+      }
+      // Outputs per step: [S, Hq] and [S, Hq, D].
+      const size_t S = res.steps.size();
+      std::vector<int8_t> ehit, ahit;
+      std::vector<int64_t> epos, apos, akeys, ekeys, position;
+      std::vector<double> eout, aout, e_lse, alse, eent, aent, eentl, aentl, xout, xlse;
+      for (size_t s = 0; s < S; ++s) {
+        const auto& E = res.steps[s].expected[static_cast<size_t>(i)];
+        const auto& A = res.steps[s].actual[static_cast<size_t>(i)];
+        position.push_back(E[0].position);
+        for (int h = 0; h < Hq; ++h) {
+          const auto& e = E[static_cast<size_t>(h)];
+          const auto& a = A[static_cast<size_t>(h)];
+          ehit.push_back(e.hit);
+          ahit.push_back(a.hit);
+          epos.push_back(e.match_pos);
+          apos.push_back(a.match_pos);
+          ekeys.push_back(e.keys_read);
+          akeys.push_back(a.keys_read);
+          e_lse.push_back(e.out.lse);
+          alse.push_back(a.lse);
+          xlse.push_back(e.exact.lse);
+          eentl.push_back(e.entry.lse);
+          aentl.push_back(a.entry_lse);
+          for (int d = 0; d < D; ++d) {
+            eout.push_back(e.out.o[d]);
+            xout.push_back(e.exact.o[d]);
+            aout.push_back(static_cast<size_t>(d) < a.o.size() ? a.o[static_cast<size_t>(d)] : std::nan(""));
+            eent.push_back(e.entry.o.size() ? e.entry.o[d] : 0.0);
+            aent.push_back(static_cast<size_t>(d) < a.entry_o.size() ? a.entry_o[static_cast<size_t>(d)] : std::nan(""));
+          }
+        }
+      }
+      const std::vector<hsize_t> sh = {S, static_cast<hsize_t>(Hq)}, shd = {S, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)};
+      write_ds(g, "position", position);
+      write_ds(g, "expected_hit", ehit, sh);
+      write_ds(g, "actual_hit", ahit, sh);
+      write_ds(g, "expected_match_pos", epos, sh);
+      write_ds(g, "actual_match_pos", apos, sh);
+      write_ds(g, "expected_keys_read", ekeys, sh);
+      write_ds(g, "actual_keys_read", akeys, sh);
+      write_ds(g, "expected_out", eout, shd);
+      write_ds(g, "actual_out", aout, shd);
+      write_ds(g, "expected_lse", e_lse, sh);
+      write_ds(g, "actual_lse", alse, sh);
+      write_ds(g, "exact_out", xout, shd);
+      write_ds(g, "exact_lse", xlse, sh);
+      write_ds(g, "expected_entry_o", eent, shd);
+      write_ds(g, "actual_entry_o", aent, shd);
+      write_ds(g, "expected_entry_lse", eentl, sh);
+      write_ds(g, "actual_entry_lse", aentl, sh);
+      H5Gclose(g);
+    }
+    h5check(H5Fclose(f), "close " + tmp);
+  });
+}
+
+std::string read_failure_case_line(const std::string& path) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  require(f >= 0, "replay file '", path, "' cannot be opened as HDF5");
+  std::string line;
+  try {
+    require(read_attr_str(f, "schema") == "mac-verify-case", "replay file '", path, "': schema is not mac-verify-case");
+    line = read_attr_str(f, "case_line");
+  } catch (...) {
+    H5Fclose(f);
+    throw;
+  }
+  H5Fclose(f);
+  return line;
+}
+
+}  // namespace mac::verify
