@@ -158,7 +158,6 @@ def round_bf16(x):
 # ---------------------------------------------------------------------------
 
 def load_model(gguf_path: str, threads: int | None):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is local; never reach a hub
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -432,6 +431,9 @@ def main(argv=None):
     parse_layers(args.layers, None)
     gguf_path = find_gguf(args.gguf)
 
+    # Before transformers (and tqdm) are imported: they read these at import time.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is local; never reach a hub
+    os.environ.setdefault("TQDM_DISABLE", "1")    # the GGUF de-quantisation progress bar
     try:
         import h5py  # noqa: F401
         import numpy as np
