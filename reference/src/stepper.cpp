@@ -3,6 +3,7 @@
 #include "mac/ref/attention.hpp"
 #include "mac/ref/bf16.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -44,26 +45,45 @@ void DecodeStepper<T>::prefill(int64_t P, PrefillMode mode) {
   require(last_step_ < 0, "prefill must come before the first decode step");
   const int64_t r = params_.tail, F = params_.sinks, G = layer_.group_size();
   const int64_t first = P - params_.ring > 0 ? P - params_.ring : 0;
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t h = 0; h < layer_.num_q_heads; ++h) {
-    for (int64_t p = first; p < P; ++p) {
-      const int64_t e = prefix_end(p, r), fe = sink_end(F, e);
-      const float* q = layer_.q_post_at(p, h);
-      AttnState<T> st;
-      if (mode == PrefillMode::kDirect) {
-        st = attend<T>(layer_, h / G, q, scale_, fe, e);  // attn(q_p, [Fe(E(p)), E(p)))
-      } else {
-        // full(q_p, [0, p]) ⊖ (sinks [0, Fe) ⊕ window [E(p), p]).
-        const auto full = attend<T>(layer_, h / G, q, scale_, 0, p + 1);
-        const auto removed = merge(attend<T>(layer_, h / G, q, scale_, 0, fe),
-                                   attend<T>(layer_, h / G, q, scale_, e, p + 1));
-        st = downdate(full, removed).state;
-      }
-      auto& slot = ring_.slot(h, p);
-      slot.pos = p;
-      slot.q_pre = layer_.q_pre_at(p, h);
-      slot.state = store(st);
-      slot.depth = 0;
+  // Work units: (KV head, chunk of positions); the G heads of a group and the positions of
+  // a chunk share every K/V block read (attend_many).
+  constexpr int64_t kChunk = 32;
+  const int64_t chunks = (P - first + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(dynamic) collapse(2)
+  for (int64_t hk = 0; hk < layer_.num_kv_heads; ++hk) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t p0 = first + c * kChunk, p1 = std::min(P, p0 + kChunk);
+      std::vector<RangeQuery> qs;
+      for (int64_t h = hk * G; h < (hk + 1) * G; ++h)
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t e = prefix_end(p, r), fe = sink_end(F, e);
+          const float* q = layer_.q_post_at(p, h);
+          if (mode == PrefillMode::kDirect) {
+            qs.push_back({q, fe, e});  // attn(q_p, [Fe(E(p)), E(p)))
+          } else {
+            // full(q_p, [0, p]) ⊖ (sinks [0, Fe) ⊕ window [E(p), p]).
+            qs.push_back({q, 0, p + 1});
+            qs.push_back({q, 0, fe});
+            qs.push_back({q, e, p + 1});
+          }
+        }
+      const auto states = attend_many<T>(layer_, hk, scale_, qs);
+      size_t i = 0;
+      for (int64_t h = hk * G; h < (hk + 1) * G; ++h)
+        for (int64_t p = p0; p < p1; ++p) {
+          AttnState<T> st;
+          if (mode == PrefillMode::kDirect) {
+            st = states[i++];
+          } else {
+            st = downdate(states[i], merge(states[i + 1], states[i + 2])).state;
+            i += 3;
+          }
+          auto& slot = ring_.slot(h, p);
+          slot.pos = p;
+          slot.q_pre = layer_.q_pre_at(p, h);
+          slot.state = store(st);
+          slot.depth = 0;
+        }
     }
   }
   last_step_ = P - 1;
@@ -99,12 +119,9 @@ MatchResult DecodeStepper<T>::match(int64_t h, int64_t m) const {
 }
 
 template <typename T>
-HeadStep<T> DecodeStepper<T>::step_head(int64_t h, int64_t m, bool ready) {
-  const int64_t r = params_.tail, F = params_.sinks, G = layer_.group_size(), hk = h / G;
+void DecodeStepper<T>::decide(int64_t h, int64_t m, bool ready, HeadStep<T>& s) const {
+  const int64_t r = params_.tail, F = params_.sinks;
   const int64_t Em = prefix_end(m, r), Fem = sink_end(F, Em);
-  const float* q = layer_.q_post_at(m, h);
-  HeadStep<T> s;
-
   // 1. Eligibility.
   s.eligible = m >= params_.gen_min && ready && m >= 1;
   // 2. Match: argmin first, validity second (no second-best search).
@@ -118,39 +135,16 @@ HeadStep<T> DecodeStepper<T>::step_head(int64_t h, int64_t m, bool ready) {
     }
   }
   s.hit = entry != nullptr;
-  // 3. Amend: the reused prefix and the band recomputed with the current query.
-  if (s.hit) {
-    s.match_pos = entry->pos;
-    s.prefix = entry->state;
-    s.band_begin = prefix_end(entry->pos, r);
-    s.depth = entry->depth + 1;
-  } else {
-    s.prefix = AttnState<T>::empty(layer_.head_dim);
-    s.band_begin = Fem;
-    s.depth = 0;
-  }
+  // 3. Amend (ranges): hit → prefix = entry(p), band [E(p), E(m)); miss → ∅, [Fe(E(m)), E(m)).
+  s.match_pos = s.hit ? entry->pos : -1;
+  s.prefix = s.hit ? entry->state : AttnState<T>::empty(layer_.head_dim);
+  s.band_begin = s.hit ? prefix_end(entry->pos, r) : Fem;
   s.band_end = Em;
-  const auto band = attend<T>(layer_, hk, q, scale_, s.band_begin, s.band_end);
-  const auto cached = merge(s.prefix, band);  // covers [Fe(E(m)), E(m))
-  // 5. Complete: sinks and the always-exact tail.
+  s.depth = s.hit ? entry->depth + 1 : 0;
+  // 5. Complete (ranges): sinks [0, Fe(E(m))), tail [E(m), m].
   s.sink_end = Fem;
   s.tail_begin = Em;
-  const auto sink = attend<T>(layer_, hk, q, scale_, 0, Fem);
-  const auto tail = attend<T>(layer_, hk, q, scale_, Em, m + 1);
-  s.out = merge(merge(cached, sink), tail);
   s.keys_read = (s.band_end - s.band_begin) + Fem + (m + 1 - Em);
-  // 4. Cache write (only if ready); the match above already read slot m mod M.
-  if (ready) {
-    AttnState<T> written = cached;
-    if (variant_ == Variant::kDowndate) written = downdate(s.out, merge(sink, tail)).state;
-    auto& slot = ring_.slot(h, m);
-    slot.pos = m;
-    slot.q_pre = layer_.q_pre_at(m, h);
-    slot.state = store(written);
-    slot.depth = s.depth;
-    s.wrote_entry = true;
-  }
-  return s;
 }
 
 template <typename T>
@@ -158,11 +152,55 @@ StepResult<T> DecodeStepper<T>::step(int64_t m, bool ready) {
   require(m > last_step_ && m < layer_.tokens, "decode position m = ", m, " must be in (", last_step_, ", ",
           layer_.tokens, ")");
   last_step_ = m;
+  const int64_t Hq = layer_.num_q_heads, G = layer_.group_size();
   StepResult<T> res;
   res.position = m;
-  res.heads.resize(static_cast<size_t>(layer_.num_q_heads));
+  res.heads.resize(static_cast<size_t>(Hq));
+  std::vector<AttnState<T>> band(static_cast<size_t>(Hq)), sink(band), tail(band);
+
+  // Stages 1–3 per head: eligibility, match, and the ranges to recompute.
 #pragma omp parallel for schedule(dynamic)
-  for (int64_t h = 0; h < layer_.num_q_heads; ++h) res.heads[static_cast<size_t>(h)] = step_head(h, m, ready);
+  for (int64_t h = 0; h < Hq; ++h) decide(h, m, ready, res.heads[static_cast<size_t>(h)]);
+
+  // Band, sink and tail attention with the current post-RoPE queries, per KV head: the
+  // group's heads share each K/V block read.
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t hk = 0; hk < layer_.num_kv_heads; ++hk) {
+    std::vector<RangeQuery> qs;
+    for (int64_t h = hk * G; h < (hk + 1) * G; ++h) {
+      const auto& s = res.heads[static_cast<size_t>(h)];
+      const float* q = layer_.q_post_at(m, h);
+      qs.push_back({q, s.band_begin, s.band_end});
+      qs.push_back({q, 0, s.sink_end});
+      qs.push_back({q, s.tail_begin, m + 1});
+    }
+    const auto states = attend_many<T>(layer_, hk, scale_, qs);
+    for (int64_t i = 0; i < G; ++i) {
+      const auto h = static_cast<size_t>(hk * G + i);
+      band[h] = states[static_cast<size_t>(3 * i)];
+      sink[h] = states[static_cast<size_t>(3 * i + 1)];
+      tail[h] = states[static_cast<size_t>(3 * i + 2)];
+    }
+  }
+
+  // Merge, then stage 4, the cache write (the match above already read slot m mod M).
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t h = 0; h < Hq; ++h) {
+    auto& s = res.heads[static_cast<size_t>(h)];
+    const auto hh = static_cast<size_t>(h);
+    const auto cached = merge(s.prefix, band[hh]);  // covers [Fe(E(m)), E(m))
+    s.out = merge(merge(cached, sink[hh]), tail[hh]);
+    if (ready) {
+      const AttnState<T> written =
+          variant_ == Variant::kDowndate ? downdate(s.out, merge(sink[hh], tail[hh])).state : cached;
+      auto& slot = ring_.slot(h, m);
+      slot.pos = m;
+      slot.q_pre = layer_.q_pre_at(m, h);
+      slot.state = store(written);
+      slot.depth = s.depth;
+      s.wrote_entry = true;
+    }
+  }
   return res;
 }
 

@@ -103,7 +103,9 @@ class DecodeStepper {
  private:
   /*! \brief Stage 2: nearest candidate of head h at position m (no validity check). */
   MatchResult match(int64_t h, int64_t m) const;
-  HeadStep<T> step_head(int64_t h, int64_t m, bool ready);
+  /*! \brief Stages 1–3 for head h: eligibility, match and validity, and the key ranges
+   *  (band, sinks, tail) to recompute; fills everything but `out` and `wrote_entry`. */
+  void decide(int64_t h, int64_t m, bool ready, HeadStep<T>& s) const;
 
   const LayerData& layer_;
   double scale_;
