@@ -36,10 +36,15 @@ __device__ inline bool better(float da, int pa, float db, int pb) {
 
 template <int D>
 __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
+  // Grid (Hq, N, splits): each block scans a contiguous share of the candidates; the last
+  // block of a (row, head) to finish (atomic counter, reset by itself for the next launch or
+  // graph replay) reduces the shares, checks validity and writes the plan. The argmin is a
+  // lexicographic minimum, so the split never changes a decision.
   constexpr int LANES = D / 8;          // lanes per candidate (canonical order, §3.1)
   constexpr int CPP = 256 / LANES;      // candidates per pass of the block
   constexpr int UNROLL = 4;
-  const int h = blockIdx.x, row = blockIdx.y, tid = threadIdx.x;
+  const int h = blockIdx.x, row = blockIdx.y, z = blockIdx.z, splits = gridDim.z, tid = threadIdx.x;
+  const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
   const RowInfo ri = row_info(p, row);
   const int m = ri.m;
   const int em = ri.valid ? prefix_end_dev(m, p.r) : 0;
@@ -50,94 +55,119 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
   plan.hit = 0;
   __shared__ float s_d2[256 / 32];
   __shared__ int s_p[256 / 32];
-  __shared__ int s_hit;
-  if (ri.eligible) {
-    const int sl = p.slot[row];
-    const int l = tid % LANES, cgrp = tid / LANES;
-    float q[8];
-    {
-      const uint4 v = *reinterpret_cast<const uint4*>(p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + 8 * l);
-      const uint16_t* b = reinterpret_cast<const uint16_t*>(&v);
+  __shared__ int s_hit, s_last;
+  if (!ri.eligible) {
+    if (z == 0 && tid == 0) p.plans[oh] = plan;
+    return;
+  }
+  const int sl = p.slot[row];
+  const int l = tid % LANES, cgrp = tid / LANES;
+  float q[8];
+  {
+    const uint4 v = *reinterpret_cast<const uint4*>(p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + 8 * l);
+    const uint16_t* b = reinterpret_cast<const uint16_t*>(&v);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) q[i] = bf16_bits_to_float(b[i]);
+    for (int i = 0; i < 8; ++i) q[i] = bf16_bits_to_float(b[i]);
+  }
+  const int first = m - p.M > 0 ? m - p.M : 0;
+  const int share = (m - first + splits - 1) / splits;
+  const int lo = first + z * share, hi = min(m, lo + share);
+  float best_d = __int_as_float(0x7fc00000);
+  int best_p = 0x7fffffff;
+  const uint16_t* ring = p.ring_q + (static_cast<int64_t>(sl) * p.M) * p.Hq * D + static_cast<int64_t>(h) * D + 8 * l;
+  for (int base = lo; base < hi; base += CPP * UNROLL) {
+    uint4 v[UNROLL];
+    int pos[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      pos[u] = base + u * CPP + cgrp;
+      const int pc = pos[u] < hi ? pos[u] : hi - 1;
+      v[u] = *reinterpret_cast<const uint4*>(ring + static_cast<int64_t>(pc % p.M) * p.Hq * D);
     }
-    const int first = m - p.M > 0 ? m - p.M : 0;
-    float best_d = __int_as_float(0x7fc00000);
-    int best_p = 0x7fffffff;
-    const uint16_t* ring = p.ring_q + (static_cast<int64_t>(sl) * p.M) * p.Hq * D + static_cast<int64_t>(h) * D + 8 * l;
-    for (int base = first; base < m; base += CPP * UNROLL) {
-      uint4 v[UNROLL];
-      int pos[UNROLL];
 #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        pos[u] = base + u * CPP + cgrp;
-        const int pc = pos[u] < m ? pos[u] : m - 1;
-        v[u] = *reinterpret_cast<const uint4*>(ring + static_cast<int64_t>(pc % p.M) * p.Hq * D);
+    for (int u = 0; u < UNROLL; ++u) {
+      const uint16_t* b = reinterpret_cast<const uint16_t*>(&v[u]);
+      float acc = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float diff = q[i] - bf16_bits_to_float(b[i]);
+        acc = fmaf(diff, diff, acc);
       }
 #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const uint16_t* b = reinterpret_cast<const uint16_t*>(&v[u]);
-        float acc = 0.f;
+      for (int off = LANES / 2; off >= 1; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+      if (pos[u] < hi && better(acc, pos[u], best_d, best_p)) {
+        best_d = acc;
+        best_p = pos[u];
+      }
+    }
+  }
+  // Lexicographic min over the block (order-independent, so any reduction tree works).
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float diff = q[i] - bf16_bits_to_float(b[i]);
-          acc = fmaf(diff, diff, acc);
-        }
-#pragma unroll
-        for (int off = LANES / 2; off >= 1; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        if (pos[u] < m && better(acc, pos[u], best_d, best_p)) {
-          best_d = acc;
-          best_p = pos[u];
+  for (int off = 16; off >= LANES && off >= 1; off >>= 1) {
+    const float od = __shfl_xor_sync(0xffffffffu, best_d, off);
+    const int op = __shfl_xor_sync(0xffffffffu, best_p, off);
+    if (better(od, op, best_d, best_p)) {
+      best_d = od;
+      best_p = op;
+    }
+  }
+  if ((tid & 31) == 0) {
+    s_d2[tid >> 5] = best_d;
+    s_p[tid >> 5] = best_p;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    for (int w = 1; w < 8; ++w)
+      if (better(s_d2[w], s_p[w], best_d, best_p)) {
+        best_d = s_d2[w];
+        best_p = s_p[w];
+      }
+    s_last = 1;
+    if (splits > 1) {
+      p.k1_d2[oh * splits + z] = best_d;
+      p.k1_pos[oh * splits + z] = best_p;
+      __threadfence();
+      const int done = atomicAdd(p.k1_count + oh, 1);
+      s_last = done == splits - 1;
+      if (s_last) {
+        __threadfence();
+        p.k1_count[oh] = 0;  // ready for the next launch / replay
+        for (int w = 0; w < splits; ++w) {
+          const float d = __ldcg(p.k1_d2 + oh * splits + w);
+          const int q2 = __ldcg(p.k1_pos + oh * splits + w);
+          if (better(d, q2, best_d, best_p)) {
+            best_d = d;
+            best_p = q2;
+          }
         }
       }
     }
-    // Lexicographic min over the block (order-independent, so any reduction tree works).
-#pragma unroll
-    for (int off = 16; off >= LANES && off >= 1; off >>= 1) {
-      const float od = __shfl_xor_sync(0xffffffffu, best_d, off);
-      const int op = __shfl_xor_sync(0xffffffffu, best_p, off);
-      if (better(od, op, best_d, best_p)) {
-        best_d = od;
-        best_p = op;
-      }
-    }
-    if ((tid & 31) == 0) {
-      s_d2[tid >> 5] = best_d;
-      s_p[tid >> 5] = best_p;
-    }
-    __syncthreads();
-    if (tid == 0) {
-      for (int w = 1; w < 8; ++w)
-        if (better(s_d2[w], s_p[w], best_d, best_p)) {
-          best_d = s_d2[w];
-          best_p = s_p[w];
-        }
+    s_hit = -1;
+    if (s_last) {
       plan.d2 = best_d;
-      int hit = 0;
       if (best_d < p.thr) {  // strict; NaN never hits
         // Argmin first, validity second: the nearest entry must be usable.
         const float L = p.ring_lse[(static_cast<int64_t>(sl) * p.M + best_p % p.M) * p.Hq + h];
         const int ep = prefix_end_dev(best_p, p.r);
-        hit = (L > -INFINITY) && !(p.F > 0 && ep < p.F);
-        if (hit) {
+        if ((L > -INFINITY) && !(p.F > 0 && ep < p.F)) {
           plan.hit = 1;
           plan.match_pos = best_p;
           plan.band_start = ep;
-          p.snap_lse2[row * p.Hq + h] = lse_natural_to_log2(L);
+          p.snap_lse2[oh] = lse_natural_to_log2(L);
+          s_hit = best_p;
         }
       }
-      s_hit = hit ? best_p : -1;
-    }
-    __syncthreads();
-    // Snapshot the prefix state before anyone may overwrite its slot (read before write).
-    const int hp = s_hit;
-    if (hp >= 0 && tid < D / 8) {
-      const uint4* src = reinterpret_cast<const uint4*>(
-          p.ring_o + ((static_cast<int64_t>(sl) * p.M + hp % p.M) * p.Hq + h) * D);
-      reinterpret_cast<uint4*>(p.snap_o + (static_cast<int64_t>(row) * p.Hq + h) * D)[tid] = src[tid];
+      p.plans[oh] = plan;
     }
   }
-  if (tid == 0) p.plans[row * p.Hq + h] = plan;
+  __syncthreads();
+  // Snapshot the prefix state before anyone may overwrite its slot (read before write).
+  const int hp = s_hit;
+  if (hp >= 0 && tid < D / 8) {
+    const uint4* src = reinterpret_cast<const uint4*>(
+        p.ring_o + ((static_cast<int64_t>(sl) * p.M + hp % p.M) * p.Hq + h) * D);
+    reinterpret_cast<uint4*>(p.snap_o + oh * D)[tid] = src[tid];
+  }
 }
 
 /*! \brief One block: per group (row, KV head) the key ranges and item count, then an
@@ -188,7 +218,7 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
 }
 
 cudaError_t launch_match(const KParams& p, cudaStream_t s) {
-  const dim3 grid(p.Hq, p.N);
+  const dim3 grid(p.Hq, p.N, p.k1_splits);
   switch (p.D) {
     case 64: match_kernel<64><<<grid, 256, 0, s>>>(p); break;
     case 128: match_kernel<128><<<grid, 256, 0, s>>>(p); break;

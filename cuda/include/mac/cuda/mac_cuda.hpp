@@ -201,7 +201,7 @@ enum class K3Mode : int {
 
 /*! \brief How the amend kernel streams K/V tiles into shared memory (docs/cuda.md). */
 enum class AmendVariant : int {
-  kDefault = 0,   //!< the measured-faster one (bulk), or env MAC_CUDA_AMEND=cpasync|bulk
+  kDefault = 0,   //!< the measured-faster one (cp.async), or env MAC_CUDA_AMEND=cpasync|bulk
   kCpAsync = 1,   //!< 16-byte cp.async by all lanes, swizzled rows
   kBulk = 2,      //!< Hopper bulk copies (TMA engine, no tensor map), one per key row, mbarrier
 };
