@@ -287,6 +287,7 @@ void write_report(const std::string& path, const Report& r) {
 }
 
 Report read_report(const std::string& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // our messages name the file and dataset
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   require(f >= 0, "report file '", path, "' cannot be opened as HDF5");
   Report r;
@@ -545,6 +546,7 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
 }
 
 std::string read_failure_case_line(const std::string& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   require(f >= 0, "replay file '", path, "' cannot be opened as HDF5");
   std::string line;
