@@ -152,7 +152,11 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
       const int tile_start = ld.a + 16 * ld_tile;
       int key = tile_start + (lane & 15);
       key = key < ld.b ? key : ld.b - 1;  // clamp: out-of-range rows hold a valid, finite key
-      const int page = __ldg(p.page_table + static_cast<int64_t>(ld_ptrow) * p.max_pages + key / p.page_size);
+      int page = __ldg(p.page_table + static_cast<int64_t>(ld_ptrow) * p.max_pages + key / p.page_size);
+      if (page < 0 || page >= p.num_pages) {  // a bad page id never reads out of bounds
+        atomicOr(p.err, 4);
+        page = page < 0 ? 0 : static_cast<int>(p.num_pages - 1);
+      }
       const int64_t off = static_cast<int64_t>(page) * p.page_stride +
                           static_cast<int64_t>(key % p.page_size) * p.token_stride +
                           static_cast<int64_t>(ld.hk) * p.head_stride;

@@ -338,6 +338,7 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.head_stride = p.kv_head_stride ? p.kv_head_stride : D;
   k.page_stride = p.kv_page_stride ? p.kv_page_stride : k.token_stride * p.page_size;
   k.page_size = p.page_size;
+  k.num_pages = p.num_pages;
   k.page_table = p.page_table;
   k.max_pages = p.max_pages_per_row;
   k.row_pt = nullptr;

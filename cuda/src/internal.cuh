@@ -65,6 +65,7 @@ struct KParams {
   const uint16_t* v_cache;
   int64_t page_stride, token_stride, head_stride;
   int page_size;
+  int64_t num_pages;      // pages in each pool: page ids outside [0, num_pages) are clamped + flagged
   const int32_t* page_table;
   int max_pages;
   const int32_t* row_pt;  // page-table row of each row (nullptr: identity)
@@ -106,7 +107,7 @@ struct KParams {
   float* k1_d2;          // [N, Hq, splits] per-block nearest distance
   int* k1_pos;           // [N, Hq, splits] per-block nearest position
   int* k1_count;         // [N, Hq] blocks done (the last resets it to 0)
-  int* err;              // error flags (bit 0: kv_len, bit 1: slot)
+  int* err;              // error flags (bit 0: kv_len, bit 1: slot, bit 2: page id)
 };
 
 // ---------------------------------------------------------------------------------------

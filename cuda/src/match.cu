@@ -9,7 +9,8 @@ namespace mac::cuda::detail {
 __device__ inline RowInfo row_info(const KParams& p, int row) {
   RowInfo ri;
   const int len = p.kv_len[row];
-  ri.valid = len >= 1 && len <= p.max_context;
+  // Also within the page-table row, so no key index reads past it.
+  ri.valid = len >= 1 && len <= p.max_context && len <= static_cast<int64_t>(p.max_pages) * p.page_size;
   ri.m = ri.valid ? len - 1 : -1;
   ri.ready = 0;
   if (p.mode != kModeFull && ri.valid) {
@@ -181,7 +182,10 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   for (int row = tid; row < p.N; row += blockDim.x) {
     const RowInfo ri = row_info(p, row);
     p.rows[row] = ri;
-    if (!ri.valid) atomicOr(p.err, (p.kv_len[row] < 1 || p.kv_len[row] > p.max_context) ? 1 : 2);
+    if (!ri.valid) {
+      const int len = p.kv_len[row];
+      atomicOr(p.err, (len < 1 || len > p.max_context || len > static_cast<int64_t>(p.max_pages) * p.page_size) ? 1 : 2);
+    }
   }
   if (tid == 0) carry = 0;
   __syncthreads();

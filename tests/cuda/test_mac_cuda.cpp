@@ -137,7 +137,18 @@ BOOST_AUTO_TEST_CASE(refusals) {
   int flags = 0;
   MAC_CHECK(hx.engine().read_error_flags(&flags, true, nullptr));
   BOOST_TEST((flags & 1) == 1);
-  std::printf("[OK] refusals: unsupported D/G and max_context refused; device flag %d for kv_len 2^20\n", flags);
+  // A page id outside the pool: clamped (no out-of-bounds read) and flagged.
+  std::vector<int32_t> bad = {-5, 1 << 30};
+  MAC_CHECK(copy_to_device(const_cast<int32_t*>(p.page_table), bad.data(), 4));
+  MAC_CHECK(copy_to_device(const_cast<int32_t*>(p.page_table) + p.max_pages_per_row, bad.data() + 1, 4));
+  len = {300 + 1, 200 + 1};
+  MAC_CHECK(copy_to_device(const_cast<int32_t*>(p.kv_len), len.data(), 8));
+  MAC_CHECK(hx.engine().mac_step(p, nullptr));
+  int flags2 = 0;
+  MAC_CHECK(hx.engine().read_error_flags(&flags2, true, nullptr));
+  BOOST_TEST((flags2 & 4) == 4);
+  std::printf("[OK] refusals: unsupported D/G and max_context refused; device flags %d for kv_len 2^20, %d for bad page ids\n",
+              flags, flags2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -138,8 +138,11 @@ struct DecodeParams {
                                         //!<  the page holding keys [j·ps, (j+1)·ps) of row i
   int max_pages_per_row = 0;            //!< row stride of page_table (≥ ceil(max kv_len / ps))
   const int32_t* kv_len = nullptr;      //!< [N] int32: keys in the cache, = m + 1. Must satisfy
-                                        //!<  1 ≤ kv_len ≤ config.max_context; a row outside gets
-                                        //!<  NaN output, writes nothing, and raises error flag 1
+                                        //!<  1 ≤ kv_len ≤ min(config.max_context,
+                                        //!<  max_pages_per_row·page_size); a row outside gets NaN
+                                        //!<  output, writes nothing, and raises error flag 1.
+                                        //!<  Page ids outside [0, num_pages) are clamped (wrong
+                                        //!<  but in-bounds reads) and raise error flag 4
 
   float softmax_scale = 0;  //!< s in exp(s·q·k) (typically 1/√D)
 
@@ -270,7 +273,8 @@ class Engine {
   Status replay(void* stream);
 
   /*! \brief Device-side error flags accumulated since the last reset (bit 0: a kv_len out
-   *  of [1, max_context]; bit 1: a slot out of range). Synchronises `stream`. */
+   *  of [1, max_context] or beyond the page-table row; bit 1: a slot out of range; bit 2: a
+   *  page id out of [0, num_pages)). Synchronises `stream`. */
   Status read_error_flags(int* flags, bool reset, void* stream);
 
   struct Impl;
