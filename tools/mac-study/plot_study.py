@@ -11,6 +11,8 @@ error_vs_lag.csv, hit_rate.csv, bound_hist.csv; docs/study-format.md) and writes
                                   chain depth, one line per (variant, storage)
   NAME_hit_rate_vs_tau.{png,csv}  per layer: hit rate and fraction of KV keys read vs tau
   NAME_bound.{png,csv}            histogram of log10(error / bound), rigorous and paper form
+  NAME_tables.md                  markdown tables of every run and of the paired comparisons
+                                  (split vs downdate, full vs production storage)
 
 Filters pick one value of the parameters a figure does not show (defaults: the tau nearest
 0.45, r = 256 if present, split, production storage, fp32; the most common M and F).
@@ -264,8 +266,43 @@ def main():
     write_csv(p[:-4] + ".csv", ["form", "log10_lo", "log10_hi", "count"], out_rows)
     made.append(p)
 
+    # --- markdown tables ----------------------------------------------------------------------
+    def pct(x):
+        return f"{100 * num(x):.1f}" if not math.isnan(num(x)) else "-"
+
+    def sci(x):
+        return f"{num(x):.2e}" if not math.isnan(num(x)) else "-"
+
+    lines = ["| trace | layer | tau | M | r | F | variant | storage | prec. | hit % | KV read % | rel L2 p50 | p99 | max "
+             "| max depth | bound holds % | err/bound p99 | paper form holds % |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    key = lambda r: (r["trace"], int(r["layer"]), float(r["tau"]), int(r["ring"]), int(r["tail"]), int(r["sinks"]),
+                     r["variant"], r["storage"], r["precision"])
+    for r in sorted(runs, key=key):
+        lines.append(f"| {r['trace']} | {r['layer']} | {r['tau']} | {r['ring']} | {r['tail']} | {r['sinks']} | "
+                     f"{r['variant']} | {r['storage']} | {r['precision']} | {pct(r['hit_rate'])} | "
+                     f"{pct(r['kv_fraction'])} | {sci(r['rel_l2_p50'])} | {sci(r['rel_l2_p99'])} | "
+                     f"{sci(r['rel_l2_max'])} | {r['depth_max']} | {pct(r['bound_holds'])} | "
+                     f"{sci(r['bound_ratio_p99'])} | {pct(r['paper_holds'])} |")
+    pairs_path = os.path.join(d, "pairs.csv")
+    pairs = read(pairs_path) if os.path.exists(pairs_path) else []
+    if pairs:
+        lines += ["", "| compare | layer | tau | r | a | b | a rel L2 p50 / p99 / max | b rel L2 p50 / p99 / max "
+                  "| per-step diff p50 / p99 / max | same decisions % | b worse % |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(pairs, key=lambda r: (r["compare"],) + key(r)):
+            lines.append(f"| {r['compare']} | {r['layer']} | {r['tau']} | {r['tail']} | {r['a']} | {r['b']} | "
+                         f"{sci(r['a_rel_l2_p50'])} / {sci(r['a_rel_l2_p99'])} / {sci(r['a_rel_l2_max'])} | "
+                         f"{sci(r['b_rel_l2_p50'])} / {sci(r['b_rel_l2_p99'])} / {sci(r['b_rel_l2_max'])} | "
+                         f"{sci(r['diff_p50'])} / {sci(r['diff_p99'])} / {sci(r['diff_max'])} | "
+                         f"{pct(r['same_decisions'])} | {pct(r['b_worse'])} |")
+    p = os.path.join(args.out, f"{args.name}_tables.md")
+    with open(p, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
     for m in made:
         print("wrote", m, "and", m[:-4] + ".csv")
+    print("wrote", p)
 
 
 if __name__ == "__main__":

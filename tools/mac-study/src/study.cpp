@@ -813,17 +813,20 @@ SweepReport run_sweep(const SweepConfig& cfg) {
         trace.layers = std::move(keep);
       }
     } else {
-      const auto meta = ref::read_trace_meta(path);
+      // Layers of a file are read one at a time (a full real trace is hundreds of MB).
+      trace.meta = ref::read_trace_meta(path);
       for (auto l : cfg.layers)
-        require(l >= 0 && l < meta.num_layers, "layer ", l, " is outside [0, ", meta.num_layers, ") of ", path);
-      trace = ref::read_trace(path, cfg.layers);
+        require(l >= 0 && l < trace.meta.num_layers, "layer ", l, " is outside [0, ", trace.meta.num_layers, ") of ",
+                path);
     }
     std::vector<int64_t> layer_ids = cfg.layers;
     if (layer_ids.empty())
-      for (int64_t l = 0; l < static_cast<int64_t>(trace.layers.size()); ++l) layer_ids.push_back(l);
+      for (int64_t l = 0; l < trace.meta.num_layers; ++l) layer_ids.push_back(l);
 
-    for (size_t li = 0; li < trace.layers.size(); ++li) {
-      const auto& L = trace.layers[li];
+    for (size_t li = 0; li < layer_ids.size(); ++li) {
+      ref::LayerData loaded;
+      if (!path.empty()) loaded = ref::read_trace_layer(path, layer_ids[li]);
+      const auto& L = path.empty() ? trace.layers[li] : loaded;
       const double scale = trace.meta.softmax_scale;
       const int64_t P = cfg.prefill >= 0 ? cfg.prefill : L.tokens / 2;
       require(P >= 1 && P < L.tokens, "prefill P = ", P, " must be in [1, ", L.tokens - 1, "] for ", trace_name);
