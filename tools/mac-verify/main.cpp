@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   double max_cost = 3e9;
   int64_t max_context = 0;
   int jobs_per_device = 1;
+  double time_limit = 0;
   app.add_flag("--list", list, "print the matrix, one case per line (column header on stderr)");
   app.add_option("--mode", mode, "cpu (FP32 reference vs FP64 oracle), gpu (CUDA kernels), model (FP64 model with --fault); default gpu if a device is present, else cpu")
       ->check(CLI::IsMember({"cpu", "gpu", "model"}));
@@ -114,13 +115,19 @@ int main(int argc, char** argv) {
   app.add_option("--jobs-per-device", jobs_per_device, "processes per device with --devices")->check(CLI::Range(1, 64));
   app.add_option("--max-cost", max_cost, "CPU/model mode: skip cases whose estimated reference cost (key x head evaluations) exceeds this (0 = no cap)");
   app.add_option("--max-context", max_context, "skip cases whose largest kv_len exceeds this (0 = no cap)");
+  app.add_option("--time-limit", time_limit, "stop starting cases after this many seconds; the rest are reported as skipped (0 = none)");
   app.add_option("--out", out, "report file (HDF5, schema mac-verify)");
   app.add_option("--fail-dir", fail_dir, "where failed cases' reproducer files go (default: the report's directory)");
   app.add_option("--merge", merge, "merge these shard reports into --out")->expected(1, -1);
   app.add_option("--matrix", matrix_file, "use this matrix file instead of the built-in one (same format)");
   app.add_flag("--quiet", quiet, "no progress line");
   app.add_flag("--no-summary", no_summary, "do not print the summary table");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;  // --help is not an error; bad usage is exit status 2
+  }
 
   try {
     std::vector<CaseSpec> matrix;
@@ -193,7 +200,7 @@ int main(int argc, char** argv) {
 
     // --devices: one child process per (device, job), then merge.
     if (!devices.empty()) {
-      require(gpu, "--devices needs --mode gpu");
+      // In CPU/model mode the same machinery runs N processes (device ordinals unused).
       std::vector<int> devs;
       if (devices == "all") {
         const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -221,14 +228,17 @@ int main(int argc, char** argv) {
         const std::string part = (dir.empty() ? std::string(".") : dir) + "/" +
                                  std::filesystem::path(out).stem().string() + msg(".shard", k, "of", N, ".h5");
         parts.push_back(part);
-        std::vector<std::string> args = {argv[0], "--mode", "gpu", "--shard", msg(k, "/", N), "--out", part,
+        std::vector<std::string> args = {argv[0], "--mode", mode, "--shard", msg(k, "/", N), "--out", part,
                                          "--no-summary"};
         if (!replay.empty()) args.insert(args.end(), {"--replay", replay});
         else if (!case_ids.empty()) args.insert(args.end(), {"--case", case_ids});
         else args.insert(args.end(), {"--subset", subset});
         if (!fail_dir.empty()) args.insert(args.end(), {"--fail-dir", fail_dir});
+        if (mode == "model") args.insert(args.end(), {"--fault", fault});
+        if (!gpu) args.insert(args.end(), {"--max-cost", msg(max_cost)});
         if (!matrix_file.empty()) args.insert(args.end(), {"--matrix", matrix_file});
         if (max_context) args.insert(args.end(), {"--max-context", msg(max_context)});
+        if (time_limit > 0) args.insert(args.end(), {"--time-limit", msg(time_limit)});
         if (quiet || k > 0) args.push_back("--quiet");  // one progress line is enough
         const pid_t pid = fork();
         require(pid >= 0, "fork failed");
@@ -299,7 +309,12 @@ int main(int argc, char** argv) {
     std::vector<std::string> replays;
     for (const auto& c : cases) {
       CaseResult res;
-      if (max_context > 0 && c.max_kv_len() > max_context) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (time_limit > 0 && elapsed > time_limit) {
+        res.spec = c;
+        res.status = CaseStatus::kSkip;
+        res.message = msg("--time-limit ", time_limit, " s reached");
+      } else if (max_context > 0 && c.max_kv_len() > max_context) {
         res.spec = c;
         res.status = CaseStatus::kSkip;
         res.message = msg("kv_len ", c.max_kv_len(), " above --max-context ", max_context);
