@@ -150,7 +150,7 @@ def main():
             for y in range(len(tails)):
                 for x in range(len(buckets)):
                     if not np.isnan(grid[y, x]):
-                        ax.text(x, y, f"{grid[y, x]:.0e}", ha="center", va="center", fontsize=5.5, color="w")
+                        ax.text(x, y, f"{grid[y, x]:.1e}", ha="center", va="center", fontsize=5.5, color="w")
             fig.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
         ax.set_xlabel("lag m - p")
         ax.set_ylabel("r")
@@ -267,8 +267,8 @@ def main():
     made.append(p)
 
     # --- markdown tables ----------------------------------------------------------------------
-    def pct(x):
-        return f"{100 * num(x):.1f}" if not math.isnan(num(x)) else "-"
+    def pct(x, digits=1):
+        return f"{100 * num(x):.{digits}f}" if not math.isnan(num(x)) else "-"
 
     def sci(x):
         return f"{num(x):.2e}" if not math.isnan(num(x)) else "-"
@@ -282,8 +282,8 @@ def main():
         lines.append(f"| {r['trace']} | {r['layer']} | {r['tau']} | {r['ring']} | {r['tail']} | {r['sinks']} | "
                      f"{r['variant']} | {r['storage']} | {r['precision']} | {pct(r['hit_rate'])} | "
                      f"{pct(r['kv_fraction'])} | {sci(r['rel_l2_p50'])} | {sci(r['rel_l2_p99'])} | "
-                     f"{sci(r['rel_l2_max'])} | {r['depth_max']} | {pct(r['bound_holds'])} | "
-                     f"{sci(r['bound_ratio_p99'])} | {pct(r['paper_holds'])} |")
+                     f"{sci(r['rel_l2_max'])} | {r['depth_max']} | {pct(r['bound_holds'], 2)} | "
+                     f"{sci(r['bound_ratio_p99'])} | {pct(r['paper_holds'], 2)} |")
     pairs_path = os.path.join(d, "pairs.csv")
     pairs = read(pairs_path) if os.path.exists(pairs_path) else []
     if pairs:

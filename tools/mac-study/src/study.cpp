@@ -19,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace mac::study {
 
@@ -787,7 +788,6 @@ SweepReport run_sweep(const SweepConfig& cfg) {
   const double c0 = cpu_seconds();
   SweepReport rep;
   rep.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
-  std::vector<std::string> all_paths;
 
   std::vector<std::string> traces = cfg.traces;
   if (traces.empty()) traces.push_back("");
@@ -855,7 +855,6 @@ SweepReport run_sweep(const SweepConfig& cfg) {
                     s.steps = S;
                     s.bound = cfg.bound;
                     const auto rp = run_path(cfg.out_dir, s);
-                    all_paths.push_back(rp);
                     if (run_complete(rp, s)) {
                       rep.skipped.push_back(s.hash());
                     } else {
@@ -930,8 +929,28 @@ SweepReport run_sweep(const SweepConfig& cfg) {
     }
   }
 
+  // The tables cover every complete run file in DIR/runs, so sweeps run one after another
+  // into the same directory accumulate (incomplete files are left for a later resume).
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(fs::path(cfg.out_dir) / "runs"))
+    if (e.path().extension() == ".h5") files.push_back(e.path().string());
   std::vector<RunResult> results;
-  for (const auto& p : all_paths) results.push_back(read_run(p));
+  for (const auto& p : files) {
+    try {
+      results.push_back(read_run(p));
+    } catch (const InputError& e) {
+      if (cfg.progress) std::fprintf(stderr, "mac-study: skipping %s in the tables: %s\n", p.c_str(), e.what());
+    }
+  }
+  std::sort(results.begin(), results.end(), [](const RunResult& a, const RunResult& b) {
+    const auto ka = std::make_tuple(a.spec.trace, a.spec.layer, a.spec.params.tau, a.spec.params.ring,
+                                    a.spec.params.tail, a.spec.params.sinks, std::string(to_string(a.spec.variant)),
+                                    std::string(to_string(a.spec.storage)), std::string(tools::to_string(a.spec.precision)));
+    const auto kb = std::make_tuple(b.spec.trace, b.spec.layer, b.spec.params.tau, b.spec.params.ring,
+                                    b.spec.params.tail, b.spec.params.sinks, std::string(to_string(b.spec.variant)),
+                                    std::string(to_string(b.spec.storage)), std::string(tools::to_string(b.spec.precision)));
+    return ka < kb;
+  });
   write_tables(cfg.out_dir, results);
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.cpu_seconds = cpu_seconds() - c0;

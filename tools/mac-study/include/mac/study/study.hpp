@@ -210,7 +210,8 @@ struct SweepReport {
 };
 
 /*! \brief Runs the sweep into cfg.out_dir (runs/, exact/, tables), skipping finished runs,
- *  then derives the tables (CSV and study.h5) from every run file of the sweep. */
+ *  then derives the tables (CSV and study.h5) from every complete run file in runs/
+ *  (so sweeps run one after another into one directory accumulate). */
 SweepReport run_sweep(const SweepConfig& cfg);
 
 /*! \brief Writes the derived tables from the given runs (CSV files and study.h5). */
