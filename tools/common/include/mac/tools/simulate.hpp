@@ -72,7 +72,7 @@ struct SimSummary {
   double max_abs = 0, max_lse_err = 0, max_ref_rel_l2 = 0;
   double seconds = 0;
 
-  double hit_rate() const { return steps * heads ? double(hits) / double(steps * heads) : 0.0; }
+  double hit_rate() const { return steps > 0 && heads > 0 ? double(hits) / double(steps * heads) : 0.0; }
   double kv_fraction() const { return keys_full ? double(keys_read) / double(keys_full) : 0.0; }
 };
 
