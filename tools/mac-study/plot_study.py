@@ -287,11 +287,12 @@ def main():
     pairs_path = os.path.join(d, "pairs.csv")
     pairs = read(pairs_path) if os.path.exists(pairs_path) else []
     if pairs:
-        lines += ["", "| compare | layer | tau | r | a | b | a rel L2 p50 / p99 / max | b rel L2 p50 / p99 / max "
-                  "| per-step diff p50 / p99 / max | same decisions % | b worse % |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| compare | layer | tau | r | held fixed | a | b | a rel L2 p50 / p99 / max "
+                  "| b rel L2 p50 / p99 / max | per-step diff p50 / p99 / max | same decisions % | b worse % |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(pairs, key=lambda r: (r["compare"],) + key(r)):
-            lines.append(f"| {r['compare']} | {r['layer']} | {r['tau']} | {r['tail']} | {r['a']} | {r['b']} | "
+            fixed = ", ".join(r[c] for c in ("variant", "storage", "precision") if c != r["compare"])
+            lines.append(f"| {r['compare']} | {r['layer']} | {r['tau']} | {r['tail']} | {fixed} | {r['a']} | {r['b']} | "
                          f"{sci(r['a_rel_l2_p50'])} / {sci(r['a_rel_l2_p99'])} / {sci(r['a_rel_l2_max'])} | "
                          f"{sci(r['b_rel_l2_p50'])} / {sci(r['b_rel_l2_p99'])} / {sci(r['b_rel_l2_max'])} | "
                          f"{sci(r['diff_p50'])} / {sci(r['diff_p99'])} / {sci(r['diff_max'])} | "
