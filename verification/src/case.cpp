@@ -30,6 +30,12 @@ MacParams CaseSpec::params() const {
 
 double CaseSpec::scale() const { return 1.0 / std::sqrt(static_cast<double>(D)); }
 
+double CaseSpec::logit_scale() const {
+  const std::string p = "logits:";
+  if (special.compare(0, p.size(), p) != 0) return 1.0;
+  return std::strtod(special.c_str() + p.size(), nullptr);
+}
+
 double CaseSpec::cost_reference() const {
   double c = 0;
   for (int i = 0; i < batch; ++i) {

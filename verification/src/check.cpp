@@ -9,7 +9,13 @@ namespace mac::verify {
 
 Tolerances Tolerances::cpu() {
   const double t = 1024.0 * std::numeric_limits<float>::epsilon();
-  return {t, t, t, t};
+  return {t, t, t, t, true};
+}
+
+double Tolerances::conditioning(const CaseSpec& spec) const {
+  if (!logit_conditioned) return 1.0;
+  const double s = spec.logit_scale();
+  return std::max(1.0, s * s / 64.0);
 }
 
 const char* to_string(CaseStatus s) {
@@ -68,7 +74,10 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
     return res;
   }
   const int Hq = spec.Hq();
-  const Tolerances& tol = opt.tol;
+  Tolerances tol = opt.tol;
+  const double cond = tol.conditioning(spec);
+  tol.out_rel_l2 *= cond;
+  tol.entry_rel_l2 *= cond;
   std::vector<StepRecord> records;
   try {
     CaseInputs in = make_inputs(spec);

@@ -44,6 +44,8 @@ struct CaseSpec {
   int64_t max_kv_len() const;     //!< largest kv_len of any step of any request
   MacParams params() const;
   double scale() const;           //!< softmax scale 1/√D
+  /*! \brief The factor s of `special = logits:s` (q and k scaled by s), else 1. */
+  double logit_scale() const;
 
   /*! \brief Rough cost units (key·head evaluations) of the FP32 reference (prefill + steps)
    *  and of the expected-value evaluation; used for caps, shards and the progress estimate. */
