@@ -31,12 +31,15 @@ $plot "$dir/synth-rounding" --out docs/results --name synth_rounding --title "(s
 
 # 3. Real trace (SmolLM2-135M over Debian licence texts): 7 layers spread over depth, the last
 #    2048 positions of the 8192-token context, M = 512; tau 0.45 and 0.75 at r = 256 (issue 6),
-#    and r = 64 and 1024 at tau = 0.45 for the lag x r heat maps.
+#    r = 64 and 1024 at tau = 0.45 for the lag x r heat maps, and M / F variations.
 if [ -f "$real" ]; then
   "$bin/mac-study" --out "$dir/real" --trace "$real" --layers 0,5,10,15,20,25,29 --prefill 6144 --steps 2048 \
       --tau 0.45,0.75 --ring 512 --tail 256
   "$bin/mac-study" --out "$dir/real" --trace "$real" --layers 0,5,10,15,20,25,29 --prefill 6144 --steps 2048 \
       --tau 0.45 --ring 512 --tail 64,256,1024
+  # Ring size and sinks: M = 128 vs 512, F = 0 vs 4, on three layers.
+  "$bin/mac-study" --out "$dir/real" --trace "$real" --layers 5,15,29 --prefill 6144 --steps 2048 \
+      --tau 0.45 --ring 128,512 --tail 256 --sinks 0,4
   $plot "$dir/real" --out docs/results --name real --title "(SmolLM2-135M)"
 else
   echo "run_results: $real not found: skipping the real-trace study (docs/real-traces.md: how to record it)"
