@@ -430,7 +430,7 @@ std::string summary_table(const Report& r) {
   os << b;
   std::snprintf(b, sizeof b, "%-12s %5s %5s %5s %5s %5s %9s %7s %6s %7s %10s %10s %10s %10s %8s\n", "family", "cases",
                 "pass", "FAIL", "skip", "ERR", "headsteps", "hit%", "dmis", "kv%", "relL2max", "maxabs", "lseerr",
-                "entryL2", "cpu_s");
+                "entryL2", "case_s");
   os << b;
   auto line = [&](const std::string& name, const Row& w) {
     std::snprintf(b, sizeof b, "%-12s %5d %5d %5d %5d %5d %9lld %6.1f%% %6lld %6.1f%% %10.3e %10.3e %10.3e %10.3e %8.1f\n",
