@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   int64_t max_context = 0;
   int jobs_per_device = 1;
   double time_limit = 0;
+  int max_repro = 20;
   app.add_flag("--list", list, "print the matrix, one case per line (column header on stderr)");
   app.add_option("--mode", mode, "cpu (FP32 reference vs FP64 oracle), gpu (CUDA kernels), model (FP64 model with --fault); default gpu if a device is present, else cpu")
       ->check(CLI::IsMember({"cpu", "gpu", "model"}));
@@ -116,6 +117,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-cost", max_cost, "CPU/model mode: skip cases whose estimated reference cost (key x head evaluations) exceeds this (0 = no cap)");
   app.add_option("--max-context", max_context, "skip cases whose largest kv_len exceeds this (0 = no cap)");
   app.add_option("--time-limit", time_limit, "stop starting cases after this many seconds; the rest are reported as skipped (0 = none)");
+  app.add_option("--max-repro", max_repro, "write reproducer files for at most this many failing cases per process (the replay command is printed for all)");
   app.add_option("--out", out, "report file (HDF5, schema mac-verify)");
   app.add_option("--fail-dir", fail_dir, "where failed cases' reproducer files go (default: the report's directory)");
   app.add_option("--merge", merge, "merge these shard reports into --out")->expected(1, -1);
@@ -239,6 +241,7 @@ int main(int argc, char** argv) {
         if (!matrix_file.empty()) args.insert(args.end(), {"--matrix", matrix_file});
         if (max_context) args.insert(args.end(), {"--max-context", msg(max_context)});
         if (time_limit > 0) args.insert(args.end(), {"--time-limit", msg(time_limit)});
+        args.insert(args.end(), {"--max-repro", msg(max_repro)});
         if (quiet || k > 0) args.push_back("--quiet");  // one progress line is enough
         const pid_t pid = fork();
         require(pid >= 0, "fork failed");
@@ -327,13 +330,18 @@ int main(int argc, char** argv) {
       }
       if (res.status == CaseStatus::kFail || res.status == CaseStatus::kError) {
         const std::string path = fail_dir + msg("/mac-verify-case", c.id, ".h5");
-        try {
-          write_failure_file(path, res, meta);
-        } catch (const std::exception& ex) {
-          std::fprintf(stderr, "could not write %s: %s\n", path.c_str(), ex.what());
+        bool written = false;
+        if (static_cast<int>(replays.size()) < max_repro) {
+          try {
+            write_failure_file(path, res, meta, size_t(64) << 20);
+            written = true;
+          } catch (const std::exception& ex) {
+            std::fprintf(stderr, "could not write %s: %s\n", path.c_str(), ex.what());
+          }
         }
-        const std::string cmd = msg("mac-verify --mode ", mode, mode == "model" ? " --fault " + fault : "",
-                                    " --case ", c.id, "   (or: mac-verify --mode ", mode, " --replay ", path, ")");
+        const std::string base = msg("mac-verify --mode ", mode, mode == "model" ? " --fault " + fault : "");
+        const std::string cmd = msg(base, " --case ", c.id,
+                                    written ? msg("   (or: ", base, " --replay ", path, ")") : std::string());
         std::printf("[%s] %s\n    %s\n    replay: %s\n", to_string(res.status), c.describe().c_str(),
                     res.message.c_str(), cmd.c_str());
         std::fflush(stdout);
