@@ -12,6 +12,7 @@ OUT=${1:?usage: certify_gpu.sh OUTDIR [BUDGET_S] [BUILD_DIR]}
 BUDGET=${2:-0}
 BUILD=${3:-build-dev}
 JOBS=${JOBS:-8}
+REPRO=${REPRO:-20}  # reproducer files per process
 mkdir -p "$OUT"
 T0=$(date +%s)
 { date -u; nvidia-smi -L 2>&1; nproc; } > "$OUT/machine.txt"
@@ -36,7 +37,7 @@ NDEV=$(nvidia-smi -L 2> /dev/null | wc -l)
 [ "$NDEV" -ge 1 ] || NDEV=1
 DEVS=$(seq -s, 0 $((NDEV - 1)))
 "$BUILD/bin/mac-verify" --mode gpu --devices "$DEVS" --jobs-per-device "$JOBS" "${LIMIT[@]}" \
-  --out "$OUT/mac-verify-gpu.h5" --fail-dir "$OUT" > "$OUT/summary.txt" 2> "$OUT/progress.txt"
+  --max-repro "$REPRO" --out "$OUT/mac-verify-gpu.h5" --fail-dir "$OUT" > "$OUT/summary.txt" 2> "$OUT/progress.txt"
 RC=$?
 T2=$(date +%s)
 echo "mac-verify exit status $RC, run $((T2 - T1)) s, total $((T2 - T0)) s" | tee -a "$OUT/summary.txt"

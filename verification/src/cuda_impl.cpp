@@ -163,6 +163,50 @@ class CudaImpl final : public Implementation {
       VCK(engine_->prefill_entries(pp, stream_));
       VCK(stream_synchronize(stream_));
     }
+    problem_.clear();
+    check_flags("after the prefill");
+    check_prefill_entries();
+  }
+
+  /*! Reads (and resets) the device error flags; the first nonzero read names the stage. */
+  void check_flags(const std::string& where) {
+    int flags = 0;
+    VCK(engine_->read_error_flags(&flags, true, stream_));
+    if (flags && problem_.empty())
+      problem_ = msg("device error flags = ", flags, " ", where,
+                     " (bit 0: kv_len out of range, bit 1: slot out of range, bit 2: page id)");
+  }
+
+  /*! Prefill entries (DESIGN §3 "Prefill"): slot p mod M of every prompt position
+   *  p ∈ [max(0, P−M), P) holds q̃_p bit for bit, and its L is −inf iff [Fe(E(p)), E(p))
+   *  is empty (E(p) ≤ F). The states themselves are checked where they are reused. */
+  void check_prefill_entries() {
+    const auto& c = in_->spec;
+    const size_t per = static_cast<size_t>(M_) * Hq_;
+    std::vector<uint16_t> q(per * D_);
+    std::vector<float> l(per);
+    for (int i = 0; i < N_; ++i) {
+      const auto& rq = in_->requests[static_cast<size_t>(i)];
+      const size_t base = static_cast<size_t>(slots_[static_cast<size_t>(i)]) * per;
+      VCK(copy_to_host(q.data(), ring_q_.as<uint16_t>() + base * D_, q.size() * 2, stream_));
+      VCK(copy_to_host(l.data(), ring_l_.as<float>() + base, l.size() * 4, stream_));
+      VCK(stream_synchronize(stream_));
+      int64_t bad_q = 0, bad_l = 0, first_bad = -1;
+      for (int64_t p = std::max<int64_t>(0, rq.prompt - M_); p < rq.prompt; ++p)
+        for (int h = 0; h < Hq_; ++h) {
+          const size_t e = static_cast<size_t>(p % M_) * Hq_ + h;
+          bool qok = true;
+          for (int d = 0; d < D_; ++d) qok = qok && q[e * D_ + d] == ref::bf16_bits(rq.layer.q_pre_at(p, h)[d]);
+          const bool want_empty = prefix_end(p, c.r) <= c.F;
+          const bool is_empty = !(l[e] > -std::numeric_limits<float>::infinity());
+          bad_q += !qok;
+          bad_l += want_empty != is_empty;
+          if ((!qok || want_empty != is_empty) && first_bad < 0) first_bad = p;
+        }
+      if ((bad_q || bad_l) && problem_.empty())
+        problem_ = msg("prefill entries of request ", i, ": ", bad_q, " with q̃ not a bit copy, ", bad_l,
+                       " with wrong emptiness (first at position ", first_bad, ")");
+    }
   }
 
   void step(int64_t s, StepOutput* out) override {
@@ -217,6 +261,8 @@ class CudaImpl final : public Implementation {
     pf.diag_match_pos = nullptr;
     pf.diag_d2 = nullptr;
     pf.diag_keys_read = nullptr;
+    VCK(stream_synchronize(stream_));
+    check_flags(msg("after decode step ", s, c.graph ? " (graph replay)" : " (mac_step)"));
     VCK(engine_full_->full_attention(pf, stream_));
 
     std::vector<uint16_t> o(nh * D_), of(nh * D_);
@@ -276,12 +322,13 @@ class CudaImpl final : public Implementation {
   }
 
   std::string end() override {
-    int flags = 0;
-    std::string m;
+    std::string m = problem_;
     if (engine_) {
+      int flags = 0;
       VCK(engine_->read_error_flags(&flags, true, stream_));
-      if (flags) m = msg("device error flags = ", flags, " (bit 0: kv_len out of range, bit 1: slot out of range)");
+      if (flags && m.empty()) m = msg("device error flags = ", flags, " at the end of the case");
     }
+    problem_.clear();
     engine_.reset();
     engine_full_.reset();
     return m;
@@ -352,6 +399,7 @@ class CudaImpl final : public Implementation {
   std::unique_ptr<Engine> engine_, engine_full_;
   void* stream_ = nullptr;
   bool captured_ = false;
+  std::string problem_;  //!< first implementation-level problem of the case (flags, prefill)
 };
 
 }  // namespace

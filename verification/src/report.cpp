@@ -448,6 +448,26 @@ std::string summary_table(const Report& r) {
                 r.meta.tol.out_rel_l2, r.meta.tol.lse, r.meta.tol.entry_rel_l2,
                 r.meta.mode == "gpu" ? "" : " (rel L2 limits x max(1, s^2/64) for logits:s cases)", r.meta.wall_s);
   os << b;
+  // Failing cases by the kind of their first failure.
+  std::map<std::string, int> kinds;
+  for (const auto& c : r.cases) {
+    if (c.status != CaseStatus::kFail && c.status != CaseStatus::kError) continue;
+    const std::string& m = c.message;
+    std::string k = "other";
+    for (const char* key : {"decision", "keys read", "output rel L2", "LSE error", "ring entry", "prefill entries",
+                            "device error flags", "bit-identical", "CUDA"})
+      if (m.find(key) != std::string::npos) {
+        k = key;
+        break;
+      }
+    if (c.status == CaseStatus::kError) k = "error: " + k;
+    ++kinds[k];
+  }
+  if (!kinds.empty()) {
+    os << "failing cases by first failure:";
+    for (const auto& [k, n] : kinds) os << "  " << k << " " << n;
+    os << "\n";
+  }
   int shown = 0;
   for (const auto& c : r.cases) {
     if (c.status != CaseStatus::kFail && c.status != CaseStatus::kError) continue;
