@@ -95,7 +95,7 @@ std::string join_args(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   CLI::App app{"mac-verify: certify a MAC decode implementation against the 853-case matrix"};
-  bool list = false, quiet = false, no_summary = false;
+  bool list = false, quiet = false, no_summary = false, production = false;
   std::string mode, subset = "all", case_ids, shard = "0/1", devices, out = "mac-verify-report.h5", fail_dir,
               replay, fault = "none", matrix_file;
   std::vector<std::string> merge;
@@ -122,6 +122,7 @@ int main(int argc, char** argv) {
   app.add_option("--fail-dir", fail_dir, "where failed cases' reproducer files go (default: the report's directory)");
   app.add_option("--merge", merge, "merge these shard reports into --out")->expected(1, -1);
   app.add_option("--matrix", matrix_file, "use this matrix file instead of the built-in one (same format)");
+  app.add_flag("--production-storage", production, "cpu mode: run the FP32 reference with the production ring layout (BF16 o, FP32 L) against an expected evaluation that stores entries the same way, with the GPU tolerances (a dry run of the GPU comparison)");
   app.add_flag("--quiet", quiet, "no progress line");
   app.add_flag("--no-summary", no_summary, "do not print the summary table");
   try {
@@ -237,6 +238,7 @@ int main(int argc, char** argv) {
         else args.insert(args.end(), {"--subset", subset});
         if (!fail_dir.empty()) args.insert(args.end(), {"--fail-dir", fail_dir});
         if (mode == "model") args.insert(args.end(), {"--fault", fault});
+        if (production) args.push_back("--production-storage");
         if (!gpu) args.insert(args.end(), {"--max-cost", msg(max_cost)});
         if (!matrix_file.empty()) args.insert(args.end(), {"--matrix", matrix_file});
         if (max_context) args.insert(args.end(), {"--max-context", msg(max_context)});
@@ -291,10 +293,11 @@ int main(int argc, char** argv) {
     std::unique_ptr<Implementation> impl;
     if (gpu) impl = make_cuda_impl(0);
     else if (mode == "model") impl = make_model_impl(f);
-    else impl = make_reference_impl();
+    else impl = make_reference_impl(production ? StateStorage::kProduction : StateStorage::kFull);
 
     RunOptions opt;
-    opt.tol = gpu ? Tolerances::gpu() : Tolerances::cpu();
+    opt.tol = gpu || production ? Tolerances::gpu() : Tolerances::cpu();
+    opt.expected_storage = gpu || production ? StateStorage::kProduction : StateStorage::kFull;
     Report report;
     auto& meta = report.meta;
     // The build's commit; MAC_VERIFY_COMMIT overrides it where the build tree has no .git

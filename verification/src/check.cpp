@@ -89,7 +89,7 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
         hm.head = h;
         hm.min_abs_margin = std::numeric_limits<double>::infinity();
       }
-    Expected expected(in);
+    Expected expected(in, opt.expected_storage);
     impl.begin(in);
     auto fail = [&](HeadMetrics& hm, const std::string& what) {
       hm.failed = true;

@@ -20,14 +20,17 @@ std::vector<double> to_vec(const ref::Vec<T>& v) {
 // ---------------------------------------------------------------------------------------
 class ReferenceImpl final : public Implementation {
  public:
-  std::string name() const override { return "reference-fp32"; }
+  explicit ReferenceImpl(StateStorage st) : storage_(st) {}
+  std::string name() const override {
+    return storage_ == StateStorage::kFull ? "reference-fp32" : "reference-fp32/production-storage";
+  }
   std::string device() const override { return "cpu"; }
   void begin(const CaseInputs& in) override {
     in_ = &in;
     steppers_.clear();
     for (const auto& rq : in.requests) {
       steppers_.push_back(std::make_unique<ref::DecodeStepper<float>>(rq.layer, in.scale, in.params,
-                                                                      Variant::kSplit, StateStorage::kFull));
+                                                                      Variant::kSplit, storage_));
       steppers_.back()->prefill(rq.prompt);
     }
   }
@@ -60,6 +63,7 @@ class ReferenceImpl final : public Implementation {
   }
 
  private:
+  StateStorage storage_;
   const CaseInputs* in_ = nullptr;
   std::vector<std::unique_ptr<ref::DecodeStepper<float>>> steppers_;
 };
@@ -193,7 +197,7 @@ class ModelImpl final : public Implementation {
 
 }  // namespace
 
-std::unique_ptr<Implementation> make_reference_impl() { return std::make_unique<ReferenceImpl>(); }
+std::unique_ptr<Implementation> make_reference_impl(StateStorage st) { return std::make_unique<ReferenceImpl>(st); }
 std::unique_ptr<Implementation> make_model_impl(Fault f) { return std::make_unique<ModelImpl>(f); }
 
 const char* to_string(Fault f) {

@@ -1,5 +1,6 @@
 #include "mac/verify/expected.hpp"
 
+#include "mac/ref/bf16.hpp"
 #include "mac/ref/match.hpp"
 
 #include <cmath>
@@ -10,7 +11,7 @@ namespace mac::verify {
 
 using oracle::State;
 
-Expected::Expected(const CaseInputs& in) : in_(in) {
+Expected::Expected(const CaseInputs& in, StateStorage storage) : in_(in), storage_(storage) {
   const int64_t M = in.params.ring;
   const int Hq = in.spec.Hq();
   rings_.resize(in.requests.size());
@@ -21,6 +22,14 @@ Expected::Expected(const CaseInputs& in) : in_(in) {
     for (int64_t p = P - M > 0 ? P - M : 0; p < P; ++p)
       for (int h = 0; h < Hq; ++h) ring[static_cast<size_t>(h * M + p % M)].pos = p;
   }
+}
+
+oracle::State Expected::store(const oracle::State& st) const {
+  if (storage_ == StateStorage::kFull || st.is_empty()) return st;
+  oracle::State r;
+  r.o = st.o.unaryExpr([](double x) { return static_cast<double>(ref::round_bf16(static_cast<float>(x))); });
+  r.lse = static_cast<double>(static_cast<float>(st.lse));
+  return r;
 }
 
 std::vector<std::vector<ExpectedHead>> Expected::step(int64_t s) {
@@ -149,7 +158,7 @@ std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
     if (e.hit) {
       Slot& sl = slot(h, e.match_pos);
       if (!sl.evaluated) {
-        sl.state = seg[static_cast<size_t>(lazy_of[static_cast<size_t>(h)])][0];
+        sl.state = store(seg[static_cast<size_t>(lazy_of[static_cast<size_t>(h)])][0]);
         sl.evaluated = true;
       }
       prefix = sl.state;
@@ -169,7 +178,7 @@ std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
       Slot& sl = slot(h, m);
       sl.pos = m;
       sl.evaluated = true;
-      sl.state = e.entry;
+      sl.state = store(e.entry);
       e.wrote_entry = true;
     }
   }

@@ -446,7 +446,7 @@ std::string summary_table(const Report& r) {
   std::snprintf(b, sizeof b,
                 "tolerances: out rel L2 <= %.3g, |dL| <= %.3g*max(1,|L|), entry rel L2 <= %.3g%s; wall %.1fs\n",
                 r.meta.tol.out_rel_l2, r.meta.tol.lse, r.meta.tol.entry_rel_l2,
-                r.meta.mode == "gpu" ? "" : " (rel L2 limits x max(1, s^2/64) for logits:s cases)", r.meta.wall_s);
+                r.meta.tol.out_rel_l2 >= 1e-3 ? "" : " (rel L2 limits x max(1, s^2/64) for logits:s cases)", r.meta.wall_s);
   os << b;
   // Failing cases by the kind of their first failure.
   std::map<std::string, int> kinds;

@@ -84,6 +84,10 @@ struct CaseResult {
 
 struct RunOptions {
   Tolerances tol;
+  /*! \brief How the expected evaluation stores ring entries (see Expected): kFull for the
+   *  FP32 reference (FP32 storage) and the FP64 model; kProduction (BF16 o, FP32 L) for the
+   *  CUDA kernels, whose ring has that layout. */
+  StateStorage expected_storage = StateStorage::kFull;
   bool keep_steps_on_failure = true;
 };
 

@@ -39,7 +39,12 @@ struct ExpectedHead {
 /*! \brief Evaluates a case step by step (all requests). Holds a reference to the inputs. */
 class Expected {
  public:
-  explicit Expected(const CaseInputs& in);
+  /*! \brief `storage`: kFull keeps every entry in FP64 (the oracle's exact algebra);
+   *  kProduction rounds each entry as the production ring stores it (BF16 o, FP32 L) when
+   *  it is written and reuses the rounded value, so an implementation with that layout is
+   *  compared with a perfect implementation of the same layout: BF16 storage rounding does
+   *  not accumulate along chains of hits in the comparison. */
+  explicit Expected(const CaseInputs& in, StateStorage storage = StateStorage::kFull);
   /*! \brief Step s of every request: [batch][Hq]. */
   std::vector<std::vector<ExpectedHead>> step(int64_t s);
 
@@ -51,8 +56,10 @@ class Expected {
   };
   std::vector<ExpectedHead> step_request(int i, int64_t m);
   void match_head(int i, int h, int64_t m, ExpectedHead* out) const;
+  oracle::State store(const oracle::State& s) const;  //!< rounds as storage_ keeps entries
 
   const CaseInputs& in_;
+  StateStorage storage_;
   std::vector<std::vector<Slot>> rings_;  //!< [batch][Hq·M]
 };
 

@@ -55,7 +55,7 @@ class Implementation {
 /*! \brief The FP32 reference (mac::ref::DecodeStepper<float>, split variant, FP32 storage:
  *  so the comparison with the FP64 oracle measures the algorithm's rounding, not BF16
  *  storage). */
-std::unique_ptr<Implementation> make_reference_impl();
+std::unique_ptr<Implementation> make_reference_impl(StateStorage storage = StateStorage::kFull);
 
 /*! \brief Faults that can be planted in the model implementation. */
 enum class Fault {
