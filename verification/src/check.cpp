@@ -177,9 +177,13 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
       }
       records.push_back(std::move(rec));
     }
+    // An implementation-level problem (device error flags, bad prefill entries) is usually
+    // the root cause of later check failures: it comes first in the message.
     const std::string end_msg = impl.end();
-    if (!end_msg.empty() && res.message.empty()) res.message = end_msg;
-    if (!end_msg.empty()) res.status = CaseStatus::kFail;
+    if (!end_msg.empty()) {
+      res.message = res.message.empty() ? end_msg : end_msg + " | first check failure: " + res.message;
+      res.status = CaseStatus::kFail;
+    }
     if (inputs_out) *inputs_out = std::move(in);
   } catch (const std::exception& ex) {
     res.status = CaseStatus::kError;
