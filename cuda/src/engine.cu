@@ -264,6 +264,10 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   impl->pf_len = impl->pf_pt + N;
   impl->pf_slot = impl->pf_pt + 2 * N;
   MAC_CUDA_TRY(cudaMemset(impl->ws.data(), 0, off));
+  // cudaMemset runs on the legacy default stream, which callers' non-blocking streams
+  // (stream_create) do not wait for: finish it here, or a first prefill/step on such a
+  // stream can see its row table zeroed after upload (found by mac-verify, GPU mode).
+  MAC_CUDA_TRY(cudaDeviceSynchronize());
   bool bulk = false;  // default: cp.async (measured faster than per-row bulk copies, docs/cuda.md)
   if (const char* env = std::getenv("MAC_CUDA_AMEND")) {
     const std::string v(env);
