@@ -51,19 +51,6 @@ size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
 }  // namespace
 
-const char* to_string(StatusCode c) {
-  switch (c) {
-    case StatusCode::kOk: return "kOk";
-    case StatusCode::kInvalidArgument: return "kInvalidArgument";
-    case StatusCode::kUnsupported: return "kUnsupported";
-    case StatusCode::kContextTooLong: return "kContextTooLong";
-    case StatusCode::kNoCuda: return "kNoCuda";
-    case StatusCode::kCudaError: return "kCudaError";
-    case StatusCode::kNotReady: return "kNotReady";
-  }
-  return "unknown";
-}
-
 bool built_with_cuda() { return true; }
 
 bool cuda_device_present() {

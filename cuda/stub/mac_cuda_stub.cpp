@@ -7,19 +7,6 @@ namespace {
 Status no_cuda() { return {StatusCode::kNoCuda, "mac_cuda was built without CUDA (no CUDA compiler at configure time)"}; }
 }  // namespace
 
-const char* to_string(StatusCode c) {
-  switch (c) {
-    case StatusCode::kOk: return "kOk";
-    case StatusCode::kInvalidArgument: return "kInvalidArgument";
-    case StatusCode::kUnsupported: return "kUnsupported";
-    case StatusCode::kContextTooLong: return "kContextTooLong";
-    case StatusCode::kNoCuda: return "kNoCuda";
-    case StatusCode::kCudaError: return "kCudaError";
-    case StatusCode::kNotReady: return "kNotReady";
-  }
-  return "unknown";
-}
-
 bool built_with_cuda() { return false; }
 bool cuda_device_present() { return false; }
 std::string device_description() { return "built without CUDA"; }
