@@ -146,23 +146,22 @@ std::string attr_str(hid_t loc, const std::string& name) {
   return s;
 }
 
-double attr_f64(hid_t loc, const std::string& name) {
+namespace {
+/*! \brief A scalar attribute read as the native type `mem_type`. */
+template <typename T>
+T read_scalar_attr(hid_t loc, const std::string& name, hid_t mem_type) {
   quiet();
   require(has_attr(loc, name), "attribute '", name, "' is missing");
   Handle a(H5Aopen(loc, name.c_str(), H5P_DEFAULT));
-  double v = 0;
-  check(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v), "read attr " + name);
+  T v{};
+  check(H5Aread(a.get(), mem_type, &v), "read attr " + name);
   return v;
 }
+}  // namespace
 
-int64_t attr_i64(hid_t loc, const std::string& name) {
-  quiet();
-  require(has_attr(loc, name), "attribute '", name, "' is missing");
-  Handle a(H5Aopen(loc, name.c_str(), H5P_DEFAULT));
-  int64_t v = 0;
-  check(H5Aread(a.get(), H5T_NATIVE_INT64, &v), "read attr " + name);
-  return v;
-}
+double attr_f64(hid_t loc, const std::string& name) { return read_scalar_attr<double>(loc, name, H5T_NATIVE_DOUBLE); }
+
+int64_t attr_i64(hid_t loc, const std::string& name) { return read_scalar_attr<int64_t>(loc, name, H5T_NATIVE_INT64); }
 
 void write(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims, const double* data) {
   write_impl(loc, name, dims, data, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE);
