@@ -13,7 +13,7 @@
 //
 // Per query head the keys of an item are clipped to the head's own range (band items start
 // at the head's band_start), so the hit heads of a mixed group attend only their band.
-#include "internal.cuh"
+#include "launch.hpp"
 
 namespace mac::cuda::detail {
 
@@ -23,7 +23,7 @@ namespace mac::cuda::detail {
 // rows padded by 16 bytes (conflict-free ldmatrix without a swizzle).
 template <int D, bool kBulk = false>
 struct AmendCfg {
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = kAmendWarps;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kStages = D == 64 ? 4 : 3;
   static constexpr int kCpr = D / 8;                          // 16-byte chunks per key row
@@ -63,8 +63,21 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
 }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+#ifndef MAC_AMEND_L2_PREFETCH
+#define MAC_AMEND_L2_PREFETCH 128
+#endif
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+#if MAC_AMEND_L2_PREFETCH == 256
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#elif MAC_AMEND_L2_PREFETCH == 128
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#elif MAC_AMEND_L2_PREFETCH == 64
+  asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#elif MAC_AMEND_L2_PREFETCH == 0
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#else
+#error "MAC_AMEND_L2_PREFETCH must be 0, 64, 128 or 256"
+#endif
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -93,24 +106,24 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-/*! \brief Which (row, KV head, key range) global item `item` is. */
+/*! \brief Which (row, KV head, key range) global item `item` is (row < 0: none). */
 struct ItemDesc {
-  int row, hk, a, b, cat, ntiles;
+  int item, row, hk, a, b, cat, ntiles;
 };
 
-__device__ __forceinline__ ItemDesc find_item(const KParams& p, int item) {
-  // Binary search of the group whose [group_off[g], group_off[g+1]) holds `item`.
-  const int ng = p.N * p.Hkv;
-  int lo = 0, hi = ng - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (__ldg(p.group_off + mid) <= item) lo = mid; else hi = mid - 1;
-  }
-  const GroupDesc g = p.groups[lo];
-  const ItemRange r = group_item(g, item - __ldg(p.group_off + lo), p.chunk);
+__device__ __forceinline__ ItemDesc find_item(const KParams& p, int item, int total, int C) {
   ItemDesc d;
-  d.row = lo / p.Hkv;
-  d.hk = lo % p.Hkv;
+  d.item = item;
+  if (item >= total) {
+    d.row = -1;
+    d.hk = d.a = d.b = d.cat = d.ntiles = 0;
+    return d;
+  }
+  const int gi = __ldg(p.item_group + item);  // the schedule's item → group table
+  const GroupDesc g = p.groups[gi];
+  const ItemRange r = group_item(g, item - __ldg(p.group_off + gi), C);
+  d.row = gi / p.Hkv;
+  d.hk = gi % p.Hkv;
   d.a = r.a;
   d.b = r.b;
   d.cat = r.cat;
@@ -127,10 +140,16 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t wsmem = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kWarpSmem;
   const int total = __ldg(p.group_off + p.N * p.Hkv);
+  const int C = __ldg(p.work);  // keys per item of this step (schedule kernel)
   const int W = gridDim.x * Cfg::kWarps;
-  const int gw = blockIdx.x * Cfg::kWarps + warp;
+  // First item of each warp: block-major, so that a step with fewer items than warps still
+  // spreads them over every SM; later items are taken dynamically (work[1] counts them).
+  const int gw = warp * gridDim.x + blockIdx.x;
   if (gw >= total) return;  // whole warp leaves together
   __shared__ __align__(8) uint64_t bars[Cfg::kWarps * S];  // per warp, per stage (bulk variant)
+  // Items the loader has started, in order; the consumer reads them back. The loader runs
+  // at most S − 1 tiles (so at most S − 1 items) ahead, so S entries never collide.
+  __shared__ ItemDesc started[Cfg::kWarps][S];
   const uint32_t bar0 = static_cast<uint32_t>(__cvta_generic_to_shared(bars)) + warp * S * 8;
   if constexpr (kBulk) {
     if (lane == 0) {
@@ -143,12 +162,17 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   }
 
   // ---- loader: walks the same (item, tile) sequence as the consumer, S−1 tiles ahead ----
-  int ld_item = gw, ld_tile = 0;
-  ItemDesc ld = find_item(p, ld_item);
+  // The next item id is claimed one item in advance (lane 0's atomic), so the claim's
+  // latency overlaps the current item's tiles.
+  int claim = lane == 0 ? W + atomicAdd(p.work + 1, 1) : 0;
+  int ld_tile = 0, ld_started = 0;
+  ItemDesc ld = find_item(p, gw, total, C);
   int ld_ptrow = p.row_pt ? __ldg(p.row_pt + ld.row) : ld.row;
+  if (lane == 0) started[warp][0] = ld;
+  ld_started = 1;
   int ld_seq = 0;
   auto issue_next = [&]() {
-    if (ld_item < total) {
+    if (ld.row >= 0) {
       const int tile_start = ld.a + 16 * ld_tile;
       int key = tile_start + (lane & 15);
       key = key < ld.b ? key : ld.b - 1;  // clamp: out-of-range rows hold a valid, finite key
@@ -182,11 +206,14 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
       }
       if (++ld_tile == ld.ntiles) {
         ld_tile = 0;
-        ld_item += W;
-        if (ld_item < total) {
-          ld = find_item(p, ld_item);
+        const int next = __shfl_sync(0xffffffffu, claim, 0);
+        ld = find_item(p, next, total, C);
+        if (ld.row >= 0) {
           ld_ptrow = p.row_pt ? __ldg(p.row_pt + ld.row) : ld.row;
+          if (lane == 0) claim = W + atomicAdd(p.work + 1, 1);
         }
+        if (lane == 0) started[warp][ld_started % S] = ld;  // a row < 0 entry ends the consumer
+        ++ld_started;
       }
     }
     ++ld_seq;
@@ -197,8 +224,11 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
 
   // ---- consumer ----
   const int g0 = lane >> 2, q4 = lane & 3;
-  for (int cs_item = gw; cs_item < total; cs_item += W) {
-    const ItemDesc it = find_item(p, cs_item);
+  for (int cs_seq = 0;; ++cs_seq) {
+    __syncwarp();  // the loader's (lane 0) entry for this item is visible
+    const ItemDesc it = started[warp][cs_seq % S];
+    if (it.row < 0) break;
+    const int cs_item = it.item;
     // Q fragments (A operand, 16 rows = query heads of the group, zero beyond G).
     uint32_t qf[KS][4];
     int start[2];

@@ -2,24 +2,37 @@
 // item order into prefix ⊕ band (the new ring entry), sinks and tail, and
 // out = (entry ⊕ sink) ⊕ tail. K3 (the ring write of entry(m) into slot m mod M, only if
 // ready) runs here when fused, or alone in a side-stream launch of the same kernel.
-// Rows that are not eligible merge their items strictly in key order, exactly as full
-// attention does, so their output is bit-identical to full attention.
+// Rows that are not eligible merge their items in key order (in quarters, then the quarters
+// in order), exactly as full attention does, so their output is bit-identical to it.
 #include "launch.hpp"
 
 namespace mac::cuda::detail {
 
+constexpr int kCombineWarps = 4;
+
+/*! \brief The four merges of one warp's share of a head's items, as normalised base-2 states
+ *  in shared memory: all (full attention, ineligible rows), sinks, band, tail. */
 template <int D>
-__global__ void __launch_bounds__(128) combine_kernel(const KParams p, int k3_only) {
+struct CombineShare {
+  float o[4][kCombineWarps][D];
+  float l2[4][kCombineWarps];
+};
+
+template <int D>
+__global__ void __launch_bounds__(32 * kCombineWarps) combine_kernel(const KParams p, int k3_only) {
   constexpr int V = D / 32;  // dims per lane, contiguous
-  const int lane = threadIdx.x & 31;
-  const int wid = blockIdx.x * 4 + (threadIdx.x >> 5);
+  // One block per (row, query head); its warps merge contiguous quarters of the head's
+  // items, then warp 0 merges the quarters in order. The order is fixed by the item count
+  // alone, so full attention and ineligible MAC rows still merge identically.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wid = blockIdx.x;
   if (wid >= p.N * p.Hq) return;
   const int row = wid / p.Hq, h = wid % p.Hq, hk = h / p.G, gl = h % p.G;
   const RowInfo ri = p.rows[row];
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
   const bool want_out = !k3_only && p.mode != kModePrefill;
   if (!ri.valid) {
-    if (want_out) {
+    if (want_out && warp == 0) {
       const float nan = __int_as_float(0x7fc00000);
 #pragma unroll
       for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(nan);
@@ -37,40 +50,67 @@ __global__ void __launch_bounds__(128) combine_kernel(const KParams p, int k3_on
       (p.mode == kModePrefill || (p.mode == kModeMac && ri.ready)) && (k3_only || p.k3_in_combine);
   if (k3_only && !write_entry) return;
 
+  const int C = __ldg(p.work);
   const int gi = row * p.Hkv + hk;
   const GroupDesc g = p.groups[gi];
   const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
+  const bool want_all = !ri.eligible && want_out;
   MergeAcc<V> all, sink, band, tail;
-  // Loads of U items are issued before their (ordered) merges: the merge order stays the
-  // item order, the memory latency is paid once per U items.
-  constexpr int U = 8;
-  for (int k0 = 0; k0 < cnt; k0 += U) {
-    float l2[U];
-    float o[U][V];
+  {
+    const int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
+    // Loads of U items are issued before their (ordered) merges: the merge order stays the
+    // item order, the memory latency is paid once per U items.
+    constexpr int U = 8;
+    for (int k0 = k_lo; k0 < k_hi; k0 += U) {
+      float l2[U];
+      float o[U][V];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int k = k0 + u < cnt ? k0 + u : cnt - 1;
-      const int64_t pi = static_cast<int64_t>(off + k) * p.G + gl;
-      l2[u] = p.part_lse2[pi];
-      const float* src = p.part_o + pi * D + lane * V;
-      if constexpr (V % 4 == 0) {
+      for (int u = 0; u < U; ++u) {
+        const int k = k0 + u < k_hi ? k0 + u : k_hi - 1;
+        const int64_t pi = static_cast<int64_t>(off + k) * p.G + gl;
+        l2[u] = p.part_lse2[pi];
+        const float* src = p.part_o + pi * D + lane * V;
+        if constexpr (V % 4 == 0) {
 #pragma unroll
-        for (int i = 0; i < V; i += 4) *reinterpret_cast<float4*>(&o[u][i]) = *reinterpret_cast<const float4*>(src + i);
-      } else {
+          for (int i = 0; i < V; i += 4) *reinterpret_cast<float4*>(&o[u][i]) = *reinterpret_cast<const float4*>(src + i);
+        } else {
 #pragma unroll
-        for (int i = 0; i < V; i += 2) *reinterpret_cast<float2*>(&o[u][i]) = *reinterpret_cast<const float2*>(src + i);
+          for (int i = 0; i < V; i += 2) *reinterpret_cast<float2*>(&o[u][i]) = *reinterpret_cast<const float2*>(src + i);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int k = k0 + u;
+        if (k >= k_hi) break;
+        const ItemRange it = group_item(g, k, C);
+        if (want_all) all.add(l2[u], o[u]);
+        if (it.cat == kCatSink) sink.add(l2[u], o[u]);
+        else if (it.cat == kCatBand) band.add(l2[u], o[u]);
+        else tail.add(l2[u], o[u]);
       }
     }
+    __shared__ CombineShare<D> share;
+    auto stash = [&](int c, const MergeAcc<V>& a) {
+      float t[V];
+      a.normalised(t);
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int k = k0 + u;
-      if (k >= cnt) break;
-      const ItemRange it = group_item(g, k, p.chunk);
-      if (!ri.eligible && want_out) all.add(l2[u], o[u]);
-      if (it.cat == kCatSink) sink.add(l2[u], o[u]);
-      else if (it.cat == kCatBand) band.add(l2[u], o[u]);
-      else tail.add(l2[u], o[u]);
-    }
+      for (int i = 0; i < V; ++i) share.o[c][warp][lane * V + i] = t[i];
+      if (lane == 0) share.l2[c][warp] = a.lse2();
+    };
+    stash(0, all);
+    stash(1, sink);
+    stash(2, band);
+    stash(3, tail);
+    __syncthreads();
+    if (warp != 0) return;
+    MergeAcc<V> merged[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      for (int w = 0; w < kCombineWarps; ++w) merged[c].add(share.l2[c][w], &share.o[c][w][lane * V]);
+    all = merged[0];
+    sink = merged[1];
+    band = merged[2];
+    tail = merged[3];
   }
   HeadPlan plan;
   plan.hit = 0;
@@ -135,11 +175,11 @@ __global__ void __launch_bounds__(128) combine_kernel(const KParams p, int k3_on
 }
 
 cudaError_t launch_combine(const KParams& p, bool k3_only, cudaStream_t s) {
-  const int grid = (p.N * p.Hq + 3) / 4;
+  const int grid = p.N * p.Hq, threads = 32 * kCombineWarps;
   switch (p.D) {
-    case 64: combine_kernel<64><<<grid, 128, 0, s>>>(p, k3_only); break;
-    case 128: combine_kernel<128><<<grid, 128, 0, s>>>(p, k3_only); break;
-    case 256: combine_kernel<256><<<grid, 128, 0, s>>>(p, k3_only); break;
+    case 64: combine_kernel<64><<<grid, threads, 0, s>>>(p, k3_only); break;
+    case 128: combine_kernel<128><<<grid, threads, 0, s>>>(p, k3_only); break;
+    case 256: combine_kernel<256><<<grid, threads, 0, s>>>(p, k3_only); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

@@ -137,7 +137,7 @@ Status DeviceBuffer::allocate(size_t bytes) {
 
 struct Engine::Impl {
   EngineConfig cfg;
-  int G = 1, chunk = 512, grid = 0, max_items = 0;
+  int G = 1, chunk = 0, grid = 0, max_items = 0;  // chunk 0: chosen per step on the device
   bool bulk = false;
   DeviceBuffer ws;
   size_t ws_bytes = 0;
@@ -148,6 +148,8 @@ struct Engine::Impl {
   detail::RowInfo* rows = nullptr;
   detail::GroupDesc* groups = nullptr;
   int* group_off = nullptr;
+  int* item_group = nullptr;
+  int* work = nullptr;
   float* part_o = nullptr;
   float* part_lse2 = nullptr;
   int* err = nullptr;
@@ -197,19 +199,31 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (cfg.max_context < 1 || cfg.max_context > kMaxContext)
     return {StatusCode::kContextTooLong, cat("max_context = ", cfg.max_context, " must be in [1, ", kMaxContext, "]")};
   if (cfg.ring < 1) return invalid(cat("ring = ", cfg.ring, " must be ≥ 1"));
-  // Default 1024 keys per item: measured best or within noise of best for batch ≥ 16 on
-  // the H200 (docs/cuda.md); partial states then cost < 1% of the KV bytes.
-  const int chunk = cfg.kv_chunk == 0 ? 1024 : cfg.kv_chunk;
-  if (chunk < 16 || chunk % 16 != 0) return invalid(cat("kv_chunk = ", cfg.kv_chunk, " must be a multiple of 16"));
+  // kv_chunk = 0: the item size is chosen per step on the device (internal.cuh auto_chunk).
+  if (cfg.kv_chunk != 0 && (cfg.kv_chunk < 16 || cfg.kv_chunk % 16 != 0))
+    return invalid(cat("kv_chunk = ", cfg.kv_chunk, " must be 0 (automatic) or a positive multiple of 16"));
   MAC_CUDA_TRY(cudaSetDevice(cfg.device));
 
   auto impl = std::make_unique<Impl>();
   impl->cfg = cfg;
   impl->G = G;
-  impl->chunk = chunk;
+  impl->chunk = cfg.kv_chunk;
   const int N = cfg.max_batch, Hq = cfg.num_q_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
-  const int64_t per_group = (cfg.max_context + chunk - 1) / chunk + 2;  // cuts at s_e and em add ≤ 2
-  const int64_t max_items = static_cast<int64_t>(N) * Hkv * per_group;
+  bool bulk = false;  // default: cp.async (measured faster than per-row bulk copies, docs/cuda.md)
+  if (const char* env = std::getenv("MAC_CUDA_AMEND")) {
+    const std::string v(env);
+    if (v == "cpasync") bulk = false;
+    else if (v == "bulk") bulk = true;
+    else if (!v.empty()) return invalid(cat("MAC_CUDA_AMEND = '", v, "' (expected cpasync or bulk)"));
+  }
+  if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
+  if (cfg.amend == AmendVariant::kBulk) bulk = true;
+  impl->bulk = bulk;
+  impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
+                                     cfg.device, bulk);
+  MAC_CUDA_TRY(cudaGetLastError());
+  const int warps = impl->grid * detail::kAmendWarps;
+  const int64_t max_items = detail::max_items_bound(int64_t{N} * Hkv * cfg.max_context, N * Hkv, warps, cfg.kv_chunk);
   if (max_items > (int64_t{1} << 30)) return invalid(cat("max_batch·Hkv·context/chunk too large: ", max_items, " items"));
   impl->max_items = static_cast<int>(max_items);
   size_t off = 0;
@@ -224,6 +238,8 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   const size_t o_rows = take(sizeof(detail::RowInfo) * N);
   const size_t o_groups = take(sizeof(detail::GroupDesc) * N * Hkv);
   const size_t o_goff = take(sizeof(int) * (N * Hkv + 1));
+  const size_t o_igrp = take(sizeof(int) * max_items);
+  const size_t o_work = take(sizeof(int) * 2);
   const size_t o_po = take(sizeof(float) * max_items * G * D);
   const size_t o_pl = take(sizeof(float) * max_items * G);
   const size_t o_err = take(sizeof(int));
@@ -240,6 +256,8 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   impl->rows = reinterpret_cast<detail::RowInfo*>(b + o_rows);
   impl->groups = reinterpret_cast<detail::GroupDesc*>(b + o_groups);
   impl->group_off = reinterpret_cast<int*>(b + o_goff);
+  impl->item_group = reinterpret_cast<int*>(b + o_igrp);
+  impl->work = reinterpret_cast<int*>(b + o_work);
   impl->part_o = reinterpret_cast<float*>(b + o_po);
   impl->part_lse2 = reinterpret_cast<float*>(b + o_pl);
   impl->err = reinterpret_cast<int*>(b + o_err);
@@ -255,19 +273,6 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   // (stream_create) do not wait for: finish it here, or a first prefill/step on such a
   // stream can see its row table zeroed after upload (found by mac-verify, GPU mode).
   MAC_CUDA_TRY(cudaDeviceSynchronize());
-  bool bulk = false;  // default: cp.async (measured faster than per-row bulk copies, docs/cuda.md)
-  if (const char* env = std::getenv("MAC_CUDA_AMEND")) {
-    const std::string v(env);
-    if (v == "cpasync") bulk = false;
-    else if (v == "bulk") bulk = true;
-    else if (!v.empty()) return invalid(cat("MAC_CUDA_AMEND = '", v, "' (expected cpasync or bulk)"));
-  }
-  if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
-  if (cfg.amend == AmendVariant::kBulk) bulk = true;
-  impl->bulk = bulk;
-  impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
-                                     cfg.device, bulk);
-  MAC_CUDA_TRY(cudaGetLastError());
   MAC_CUDA_TRY(cudaStreamCreateWithFlags(&impl->side, cudaStreamNonBlocking));
   MAC_CUDA_TRY(cudaEventCreateWithFlags(&impl->ev_fork, cudaEventDisableTiming));
   MAC_CUDA_TRY(cudaEventCreateWithFlags(&impl->ev_join, cudaEventDisableTiming));
@@ -358,6 +363,7 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.diag_d2 = p.diag_d2;
   k.diag_keys_read = p.diag_keys_read;
   k.chunk = chunk;
+  k.warps_total = grid * detail::kAmendWarps;
   k.k3_in_combine = cfg.k3_mode == K3Mode::kFused ? 1 : 0;
   k.plans = plans;
   k.snap_o = snap_o;
@@ -365,6 +371,8 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.rows = rows;
   k.groups = groups;
   k.group_off = group_off;
+  k.item_group = item_group;
+  k.work = work;
   k.part_o = part_o;
   k.part_lse2 = part_lse2;
   k.max_items = max_items;
@@ -514,6 +522,14 @@ Status Engine::capture(StepKind kind, const DecodeParams& p, void* stream) {
 Status Engine::replay(void* stream) {
   if (!impl_->exec) return {StatusCode::kNotReady, "replay: nothing captured"};
   MAC_CUDA_TRY(cudaGraphLaunch(impl_->exec, as_stream(stream)));
+  return Status::Ok();
+}
+
+Status Engine::last_chunk(int* chunk, void* stream) const {
+  if (!chunk) return invalid("chunk is null");
+  const cudaStream_t s = as_stream(stream);
+  MAC_CUDA_TRY(cudaMemcpyAsync(chunk, impl_->work, sizeof(int), cudaMemcpyDeviceToHost, s));
+  MAC_CUDA_TRY(cudaStreamSynchronize(s));
   return Status::Ok();
 }
 

@@ -91,7 +91,8 @@ struct KParams {
   float* diag_d2;
   int32_t* diag_keys_read;
   // work decomposition
-  int chunk;
+  int chunk;          // keys per work item when fixed by the config; 0: chosen per step (work[0])
+  int warps_total;    // W: resident warps of the persistent amend grid
   int k3_in_combine;  // 1: combine writes the ring entry (K3 fused)
   // workspace
   HeadPlan* plans;       // [N, Hq]
@@ -100,6 +101,8 @@ struct KParams {
   RowInfo* rows;         // [N]
   GroupDesc* groups;     // [N, Hkv]
   int* group_off;        // [N·Hkv + 1] exclusive scan of item counts
+  int* item_group;       // [max_items] group (row·Hkv + hk) of each item
+  int* work;             // [2]: chunk of this step, dynamic item counter of the amend kernel
   float* part_o;         // [max_items, G, D] normalised partial outputs
   float* part_lse2;      // [max_items, G] base-2 partial LSE
   int max_items;
@@ -118,6 +121,26 @@ struct KParams {
 // ---------------------------------------------------------------------------------------
 
 __host__ __device__ inline int n_chunks(int a, int b, int C) { return a < b ? (b - 1) / C - a / C + 1 : 0; }
+
+// Item size chosen per step on the device when the config leaves it open: the largest power
+// of two in [kChunkMin, kChunkMax] that still gives the persistent grid's W warps at least
+// kChunkRounds items each. It depends only on kv_len (and N, Hkv, W), never on hit
+// decisions, so full attention and ineligible MAC rows keep the same items. Large batches
+// keep 1024 (partial states < 1 % of the bytes); small ones trade partial-state bytes for
+// enough items to keep every warp streaming (docs/cuda.md has the measurements).
+constexpr int kChunkMin = 256, kChunkMax = 1024, kChunkRounds = 3;
+__host__ __device__ inline int auto_chunk(int64_t total_keys, int warps) {
+  int C = kChunkMax;
+  while (C > kChunkMin && total_keys < static_cast<int64_t>(kChunkRounds) * warps * C) C /= 2;
+  return C;
+}
+/*! \brief Upper bound of the items of one step: cells of ≤ C keys plus, per group, one rounded-up cell and ≤ 3 cuts.
+ *  With the automatic size, C < kChunkMax only when total < 2·kChunkRounds·W·C. */
+__host__ __device__ inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps, int fixed_chunk) {
+  const int64_t big = (total_keys_max + kChunkMax - 1) / kChunkMax, small = int64_t{2} * kChunkRounds * warps;
+  const int64_t cells = fixed_chunk > 0 ? (total_keys_max + fixed_chunk - 1) / fixed_chunk : big > small ? big : small;
+  return cells + int64_t{4} * groups;
+}
 
 __host__ __device__ inline int group_item_count(const GroupDesc& g, int C) {
   if (g.end <= 0) return 0;

@@ -5,6 +5,7 @@
 namespace mac::cuda::detail {
 
 // K2 amend kernel, one instantiation per head dimension (one .cu file each).
+constexpr int kAmendWarps = 4;  // warps per block of the persistent amend grid
 cudaError_t launch_amend_d64(const KParams& p, int grid, bool bulk, cudaStream_t s);
 cudaError_t launch_amend_d128(const KParams& p, int grid, bool bulk, cudaStream_t s);
 cudaError_t launch_amend_d256(const KParams& p, int grid, bool bulk, cudaStream_t s);

@@ -1,4 +1,5 @@
 // K1 match (DESIGN §3 steps 1–2, §3.1) and the device-side schedule of K2's work items.
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "launch.hpp"
@@ -171,24 +172,39 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
   }
 }
 
-/*! \brief One block: per group (row, KV head) the key ranges and item count, then an
- *  exclusive scan into group_off. The work split follows each group's span (misses: the
- *  whole context; all-hit groups: band + tail + sinks) and is decided here, on the device. */
+/*! \brief One block: the item size of this step, per group (row, KV head) the key ranges
+ *  and item count, an exclusive scan into group_off, and the item → group table. The work
+ *  split follows each group's span (misses: the whole context; all-hit groups: band + tail +
+ *  sinks) and is decided here, on the device. Also resets the amend kernel's item counter. */
 __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   using Scan = cub::BlockScan<int, 1024>;
-  __shared__ typename Scan::TempStorage tmp;
-  __shared__ int carry;
+  using Sum = cub::BlockReduce<long long, 1024>;
+  __shared__ union {
+    typename Scan::TempStorage scan;
+    typename Sum::TempStorage sum;
+  } tmp;
+  __shared__ int carry, s_chunk;
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
+  long long keys = 0;  // Σ Hkv·kv_len over valid rows: the step's full-attention work
   for (int row = tid; row < p.N; row += blockDim.x) {
     const RowInfo ri = row_info(p, row);
     p.rows[row] = ri;
     if (!ri.valid) {
       const int len = p.kv_len[row];
       atomicOr(p.err, (len < 1 || len > p.max_context || len > static_cast<int64_t>(p.max_pages) * p.page_size) ? 1 : 2);
+    } else {
+      keys += static_cast<long long>(ri.m + 1) * p.Hkv;
     }
   }
-  if (tid == 0) carry = 0;
+  keys = Sum(tmp.sum).Sum(keys);
+  if (tid == 0) {
+    carry = 0;
+    s_chunk = p.chunk > 0 ? p.chunk : auto_chunk(keys, p.warps_total);
+    p.work[0] = s_chunk;
+    p.work[1] = 0;
+  }
   __syncthreads();
+  const int C = s_chunk;
   for (int base = 0; base < ng; base += blockDim.x) {
     const int gi = base + tid;
     int cnt = 0;
@@ -209,16 +225,23 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
         g.lo = lo;
       }
       p.groups[gi] = g;
-      cnt = group_item_count(g, p.chunk);
+      cnt = group_item_count(g, C);
     }
     int excl, agg;
-    Scan(tmp).ExclusiveSum(cnt, excl, agg);
+    Scan(tmp.scan).ExclusiveSum(cnt, excl, agg);
     if (gi < ng) p.group_off[gi] = carry + excl;
     __syncthreads();
     if (tid == 0) carry += agg;
     __syncthreads();
   }
   if (tid == 0) p.group_off[ng] = carry;
+  __syncthreads();  // group_off complete and visible to the block
+  // Item → group table, one warp per group, coalesced.
+  const int lane = tid & 31;
+  for (int gi = tid >> 5; gi < ng; gi += blockDim.x >> 5) {
+    const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
+    for (int k = lane; k < cnt; k += 32) p.item_group[off + k] = gi;
+  }
 }
 
 cudaError_t launch_match(const KParams& p, cudaStream_t s) {

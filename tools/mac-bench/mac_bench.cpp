@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-lag", o.max_lag, "hit lags uniform in 1..max-lag");
   app.add_option("--reps", o.reps, "timed replays (median reported)")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up replays");
-  app.add_option("--chunk", o.chunk, "keys per work item (0: engine default)");
+  app.add_option("--chunk", o.chunk, "keys per work item (0: chosen per step on the device; the CSV shows the one used)");
   app.add_option("--seed", o.seed, "seed");
   app.add_option("--layout", o.layout, "KV page layout: nhd = [pages, page_size, Hkv, D] (the API default), "
                  "hnd = [pages, Hkv, page_size, D] (through the stride fields)")
@@ -257,11 +257,13 @@ int main(int argc, char** argv) {
         // Full attention.
         CHECK(eng->capture(StepKind::kFullAttention, p, sv));
         const Timing tf = time_replays(*eng, s, o.warmup, o.reps, [] {});
+        int used_chunk = 0;  // full attention and MAC share it (it depends on kv_len only)
+        CHECK(eng->last_chunk(&used_chunk, sv));
         const double full_bytes = kv_bytes_full + q_out_bytes;
         auto row = [&](const char* kind, const char* k3, double f, long hits, const Timing& t, double bytes) {
           const double gbps = bytes / (t.median_ms * 1e-3) / 1e9;
           std::fprintf(out, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f\n", kind,
-                       k3, eng->bulk_copies() ? "bulk" : "cpasync", o.layout.c_str(), eng->chunk(), Hq, hkv, D,
+                       k3, eng->bulk_copies() ? "bulk" : "cpasync", o.layout.c_str(), used_chunk, Hq, hkv, D,
                        N, ctx, f, hits, N * Hq, t.median_ms, t.p10_ms, t.p90_ms, bytes, gbps, 100.0 * gbps / read_gbps,
                        tf.median_ms / t.median_ms);
           std::fflush(out);

@@ -217,8 +217,10 @@ struct EngineConfig {
   int head_dim = 128;    //!< D ∈ {64, 128, 256}
   int max_context = kMaxContext;  //!< largest kv_len any step may have (≤ kMaxContext)
   int ring = 512;        //!< M
-  int kv_chunk = 0;      //!< keys per work item of the amend kernel (0 → 1024); part of the
-                         //!<  reduction order, so full attention and MAC share it
+  int kv_chunk = 0;      //!< keys per work item of the amend kernel; 0: chosen per step on
+                         //!<  the device from the kv_lens (a power of two in 256..1024, at
+                         //!<  least 3 items per warp when possible). Part of the reduction
+                         //!<  order, so full attention and MAC share it
   K3Mode k3_mode = K3Mode::kFused;
   AmendVariant amend = AmendVariant::kDefault;
   int device = 0;        //!< CUDA device ordinal
@@ -242,8 +244,11 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const EngineConfig& config() const;
-  /*! \brief Keys per work item actually used (config.kv_chunk or the default). */
+  /*! \brief config.kv_chunk: keys per work item when fixed, 0 when chosen per step. */
   int chunk() const;
+  /*! \brief Keys per work item of the latest step launched on `stream` (reads device
+   *  memory; synchronises the stream). */
+  Status last_chunk(int* chunk, void* stream) const;
   /*! \brief True iff the amend kernel uses bulk copies (AmendVariant resolved). */
   bool bulk_copies() const;
   /*! \brief Bytes of device workspace held. */
