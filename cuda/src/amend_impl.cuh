@@ -106,30 +106,10 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-/*! \brief Which (row, KV head, key range) global item `item` is (row < 0: none). */
+/*! \brief Which (row, KV head, key range) global item `item` is (row < 0: none left). */
 struct ItemDesc {
   int item, row, hk, a, b, cat, ntiles;
 };
-
-__device__ __forceinline__ ItemDesc find_item(const KParams& p, int item, int total, int C) {
-  ItemDesc d;
-  d.item = item;
-  if (item >= total) {
-    d.row = -1;
-    d.hk = d.a = d.b = d.cat = d.ntiles = 0;
-    return d;
-  }
-  const int gi = __ldg(p.item_group + item);  // the schedule's item → group table
-  const GroupDesc g = p.groups[gi];
-  const ItemRange r = group_item(g, item - __ldg(p.group_off + gi), C);
-  d.row = gi / p.Hkv;
-  d.hk = gi % p.Hkv;
-  d.a = r.a;
-  d.b = r.b;
-  d.cat = r.cat;
-  d.ntiles = (r.b - r.a + 15) / 16;
-  return d;
-}
 
 template <int D, bool kBulk>
 __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBulk>::kMinBlocks)
@@ -162,27 +142,76 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   }
 
   // ---- loader: walks the same (item, tile) sequence as the consumer, S−1 tiles ahead ----
-  // The next item id is claimed one item in advance (lane 0's atomic), so the claim's
-  // latency overlaps the current item's tiles.
-  int claim = lane == 0 ? W + atomicAdd(p.work + 1, 1) : 0;
-  int ld_tile = 0, ld_started = 0;
-  ItemDesc ld = find_item(p, gw, total, C);
-  int ld_ptrow = p.row_pt ? __ldg(p.row_pt + ld.row) : ld.row;
+  // No dependent lookup may stall the warp on the way: under a saturated L2 each costs
+  // microseconds. Item descriptions therefore flow through a three-stage pipeline, one
+  // stage per item: claim (atomic, lane 0) → item_group[] → groups[]/group_off[] → range;
+  // and each tile's page id is loaded one tile before its copies are issued.
+  auto claim = [&]() { return lane == 0 ? W + atomicAdd(p.work + 1, 1) : 0; };  // lane 0's value
+  auto group_of = [&](int c) { return c < total ? __ldg(p.item_group + c) : -1; };
+  struct Pending {  // an item whose group description is in flight
+    int c, gi, off;
+    GroupDesc g;
+  };
+  auto fetch = [&](int c, int gi) {
+    Pending n;
+    n.c = c;
+    n.gi = gi;
+    n.off = 0;
+    n.g = GroupDesc{0, 0, 0, 0};
+    if (gi >= 0) {
+      n.g = p.groups[gi];
+      n.off = __ldg(p.group_off + gi);
+    }
+    return n;
+  };
+  auto resolve = [&](const Pending& n) {
+    ItemDesc d;
+    d.item = n.c;
+    if (n.gi < 0) {
+      d.row = -1;
+      d.hk = d.a = d.b = d.cat = d.ntiles = 0;
+      return d;
+    }
+    const ItemRange r = group_item(n.g, n.c - n.off, C);
+    d.row = n.gi / p.Hkv;
+    d.hk = n.gi % p.Hkv;
+    d.a = r.a;
+    d.b = r.b;
+    d.cat = r.cat;
+    d.ntiles = (r.b - r.a + 15) / 16;
+    return d;
+  };
+  // Warm-up (stalls once): the first item and the one after it resolved, the next claimed.
+  ItemDesc ld = resolve(fetch(gw, group_of(gw)));
+  const int c1 = __shfl_sync(0xffffffffu, claim(), 0);
+  Pending n1 = fetch(c1, group_of(c1));             // item after ld: group description loading
+  int c2 = __shfl_sync(0xffffffffu, claim(), 0);
+  int gi2 = group_of(c2);                           // the one after: group id loading
+  int c3 = claim();                                 // and the next: claim in flight (lane 0)
+  int ld_tile = 0, ld_started = 1;
   if (lane == 0) started[warp][0] = ld;
-  ld_started = 1;
+  // Key of this lane's row of tile `t` of item `d`, clamped (rows past the range hold a
+  // valid, finite key), and its page id (loaded here, consumed one tile later).
+  auto tile_key = [&](const ItemDesc& d, int t) {
+    const int key = d.a + 16 * t + (lane & 15);
+    return key < d.b ? key : d.b - 1;
+  };
+  auto page_of = [&](const ItemDesc& d, int key) {
+    const int ptrow = p.row_pt ? __ldg(p.row_pt + d.row) : d.row;
+    return __ldg(p.page_table + static_cast<int64_t>(ptrow) * p.max_pages + key / p.page_size);
+  };
+  int ld_key = tile_key(ld, 0);
+  int ld_page = page_of(ld, ld_key);
   int ld_seq = 0;
   auto issue_next = [&]() {
     if (ld.row >= 0) {
-      const int tile_start = ld.a + 16 * ld_tile;
-      int key = tile_start + (lane & 15);
-      key = key < ld.b ? key : ld.b - 1;  // clamp: out-of-range rows hold a valid, finite key
-      int page = __ldg(p.page_table + static_cast<int64_t>(ld_ptrow) * p.max_pages + key / p.page_size);
+      int page = ld_page;
       if (page < 0 || page >= p.num_pages) {  // a bad page id never reads out of bounds
         atomicOr(p.err, 4);
         page = page < 0 ? 0 : static_cast<int>(p.num_pages - 1);
       }
       const int64_t off = static_cast<int64_t>(page) * p.page_stride +
-                          static_cast<int64_t>(key % p.page_size) * p.token_stride +
+                          static_cast<int64_t>(ld_key % p.page_size) * p.token_stride +
                           static_cast<int64_t>(ld.hk) * p.head_stride;
       const uint32_t sK = wsmem + (ld_seq % S) * Cfg::kStageBytes, sV = sK + Cfg::kTileBytes;
       if constexpr (kBulk) {
@@ -196,24 +225,27 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
                       bar);
       } else {
 #pragma unroll
-      for (int i = 0; i < (16 * CPR) / 32; ++i) {
-        const int idx = lane + 32 * i, r = idx / CPR, c = idx % CPR;
-        const int64_t roff = __shfl_sync(0xffffffffu, off, r) + c * 8;
-        const uint32_t dst = (r * CPR + (c ^ (r & 7))) * 16;
-        cp_async16(sK + dst, p.k_cache + roff);
-        cp_async16(sV + dst, p.v_cache + roff);
-      }
-      }
-      if (++ld_tile == ld.ntiles) {
-        ld_tile = 0;
-        const int next = __shfl_sync(0xffffffffu, claim, 0);
-        ld = find_item(p, next, total, C);
-        if (ld.row >= 0) {
-          ld_ptrow = p.row_pt ? __ldg(p.row_pt + ld.row) : ld.row;
-          if (lane == 0) claim = W + atomicAdd(p.work + 1, 1);
+        for (int i = 0; i < (16 * CPR) / 32; ++i) {
+          const int idx = lane + 32 * i, r = idx / CPR, c = idx % CPR;
+          const int64_t roff = __shfl_sync(0xffffffffu, off, r) + c * 8;
+          const uint32_t dst = (r * CPR + (c ^ (r & 7))) * 16;
+          cp_async16(sK + dst, p.k_cache + roff);
+          cp_async16(sV + dst, p.v_cache + roff);
         }
+      }
+      if (++ld_tile == ld.ntiles) {  // item boundary: every input below arrived an item ago
+        ld_tile = 0;
+        ld = resolve(n1);
+        n1 = fetch(c2, gi2);
+        c2 = __shfl_sync(0xffffffffu, c3, 0);
+        gi2 = group_of(c2);
+        c3 = claim();
         if (lane == 0) started[warp][ld_started % S] = ld;  // a row < 0 entry ends the consumer
         ++ld_started;
+      }
+      if (ld.row >= 0) {
+        ld_key = tile_key(ld, ld_tile);
+        ld_page = page_of(ld, ld_key);
       }
     }
     ++ld_seq;
@@ -224,19 +256,16 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
 
   // ---- consumer ----
   const int g0 = lane >> 2, q4 = lane & 3;
-  for (int cs_seq = 0;; ++cs_seq) {
-    __syncwarp();  // the loader's (lane 0) entry for this item is visible
-    const ItemDesc it = started[warp][cs_seq % S];
-    if (it.row < 0) break;
-    const int cs_item = it.item;
-    // Q fragments (A operand, 16 rows = query heads of the group, zero beyond G).
-    uint32_t qf[KS][4];
-    int start[2];
+  // Q fragments (A operand, 16 rows = query heads of the group, zero beyond G) and each
+  // row's first key (a hit head's band starts at its own E(p)). For D ≤ 128 the next item's
+  // are loaded a few tiles before it starts (registers allow), so no item begins with a stall.
+  constexpr bool kPrefetchQ = D <= 128;
+  auto load_q = [&](const ItemDesc& it, uint32_t (&qf)[KS][4], int (&start)[2]) {
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       const int g = g0 + 8 * rr;
       const int h = it.hk * p.G + g;
-      if (g < p.G) {
+      if (g < p.G && it.row >= 0) {
         const uint32_t* q = reinterpret_cast<const uint32_t*>(p.q_post + it.row * p.q_row_stride +
                                                              static_cast<int64_t>(h) * D);
 #pragma unroll
@@ -256,6 +285,32 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         start[rr] = it.b;  // fully masked
       }
     }
+  };
+  uint32_t qn[kPrefetchQ ? KS : 1][4];
+  int start_n[2] = {0, 0};
+  for (int cs_seq = 0;; ++cs_seq) {
+    __syncwarp();  // the loader's (lane 0) entry for this item is visible
+    const ItemDesc it = started[warp][cs_seq % S];
+    if (it.row < 0) break;
+    const int cs_item = it.item;
+    uint32_t qf[KS][4];
+    int start[2];
+    if constexpr (kPrefetchQ) {
+      if (cs_seq == 0) {
+        load_q(it, qf, start);
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) qf[kk][e] = qn[kk][e];
+        start[0] = start_n[0];
+        start[1] = start_n[1];
+      }
+    } else {
+      load_q(it, qf, start);
+    }
+    // The loader has started the next item once this item's tile t_pf is issued for.
+    const int t_pf = it.ntiles - (S - 1) > 0 ? it.ntiles - (S - 1) : 0;
     float o[NT][4];
 #pragma unroll
     for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
@@ -265,6 +320,13 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
       // Issue tile c + S − 1 into the stage tile c − 1 used (consumed last iteration, fenced
       // by the __syncwarp at the loop end) before waiting for tile c: S tiles in flight.
       issue_next();
+      if constexpr (kPrefetchQ) {
+        if (t == t_pf) {
+          __syncwarp();
+          const ItemDesc nx = started[warp][(cs_seq + 1) % S];
+          if (nx.row >= 0) load_q(nx, qn, start_n);
+        }
+      }
       if constexpr (kBulk) {
         const int c = ld_seq - S;  // tile consumed now
         mbar_wait(bar0 + (c % S) * 8, (c / S) & 1);

@@ -18,8 +18,12 @@ struct CombineShare {
   float l2[4][kCombineWarps];
 };
 
-template <int D>
-__global__ void __launch_bounds__(32 * kCombineWarps) combine_kernel(const KParams p, int k3_only) {
+// kAllOnly: full attention, where every row is ineligible and only the in-order merge of
+// all items is needed: a quarter of the accumulators, so twice the resident blocks. Its
+// merge of `all` is the same sequence of the same (uncontracted, internal.cuh) operations
+// as in the general kernel, so ineligible MAC rows stay bit-identical to full attention.
+template <int D, bool kAllOnly>
+__global__ void __launch_bounds__(32 * kCombineWarps, kAllOnly && D <= 128 ? 8 : 4) combine_kernel(const KParams p, int k3_only) {
   constexpr int V = D / 32;  // dims per lane, contiguous
   // One block per (row, query head); its warps merge contiguous quarters of the head's
   // items, then warp 0 merges the quarters in order. The order is fixed by the item count
@@ -60,7 +64,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps) combine_kernel(const KPara
     const int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
     // Loads of U items are issued before their (ordered) merges: the merge order stays the
     // item order, the memory latency is paid once per U items.
-    constexpr int U = 8;
+    constexpr int U = kAllOnly && D <= 128 ? 8 : 4;
     for (int k0 = k_lo; k0 < k_hi; k0 += U) {
       float l2[U];
       float o[U][V];
@@ -82,11 +86,13 @@ __global__ void __launch_bounds__(32 * kCombineWarps) combine_kernel(const KPara
       for (int u = 0; u < U; ++u) {
         const int k = k0 + u;
         if (k >= k_hi) break;
-        const ItemRange it = group_item(g, k, C);
         if (want_all) all.add(l2[u], o[u]);
-        if (it.cat == kCatSink) sink.add(l2[u], o[u]);
-        else if (it.cat == kCatBand) band.add(l2[u], o[u]);
-        else tail.add(l2[u], o[u]);
+        if constexpr (!kAllOnly) {
+          const ItemRange it = group_item(g, k, C);
+          if (it.cat == kCatSink) sink.add(l2[u], o[u]);
+          else if (it.cat == kCatBand) band.add(l2[u], o[u]);
+          else tail.add(l2[u], o[u]);
+        }
       }
     }
     __shared__ CombineShare<D> share;
@@ -97,20 +103,33 @@ __global__ void __launch_bounds__(32 * kCombineWarps) combine_kernel(const KPara
       for (int i = 0; i < V; ++i) share.o[c][warp][lane * V + i] = t[i];
       if (lane == 0) share.l2[c][warp] = a.lse2();
     };
+    constexpr int kCats = kAllOnly ? 1 : 4;
     stash(0, all);
-    stash(1, sink);
-    stash(2, band);
-    stash(3, tail);
+    if constexpr (!kAllOnly) {
+      stash(1, sink);
+      stash(2, band);
+      stash(3, tail);
+    }
     __syncthreads();
     if (warp != 0) return;
-    MergeAcc<V> merged[4];
+    MergeAcc<V> merged[kCats];
 #pragma unroll
-    for (int c = 0; c < 4; ++c)
+    for (int c = 0; c < kCats; ++c)
       for (int w = 0; w < kCombineWarps; ++w) merged[c].add(share.l2[c][w], &share.o[c][w][lane * V]);
     all = merged[0];
-    sink = merged[1];
-    band = merged[2];
-    tail = merged[3];
+    if constexpr (!kAllOnly) {
+      sink = merged[1];
+      band = merged[2];
+      tail = merged[3];
+    }
+  }
+  if constexpr (kAllOnly) {
+    float oo[V];
+    all.normalised(oo);
+#pragma unroll
+    for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(oo[i]);
+    if (lane == 0 && p.lse) p.lse[oh] = lse_log2_to_natural(all.lse2());
+    return;
   }
   HeadPlan plan;
   plan.hit = 0;
@@ -176,12 +195,17 @@ __global__ void __launch_bounds__(32 * kCombineWarps) combine_kernel(const KPara
 
 cudaError_t launch_combine(const KParams& p, bool k3_only, cudaStream_t s) {
   const int grid = p.N * p.Hq, threads = 32 * kCombineWarps;
+  const bool all_only = p.mode == kModeFull && !k3_only;
+#define MAC_COMBINE_LAUNCH(DIM)                                                        \
+  (all_only ? combine_kernel<DIM, true><<<grid, threads, 0, s>>>(p, k3_only)          \
+            : combine_kernel<DIM, false><<<grid, threads, 0, s>>>(p, k3_only))
   switch (p.D) {
-    case 64: combine_kernel<64><<<grid, threads, 0, s>>>(p, k3_only); break;
-    case 128: combine_kernel<128><<<grid, threads, 0, s>>>(p, k3_only); break;
-    case 256: combine_kernel<256><<<grid, threads, 0, s>>>(p, k3_only); break;
+    case 64: MAC_COMBINE_LAUNCH(64); break;
+    case 128: MAC_COMBINE_LAUNCH(128); break;
+    case 256: MAC_COMBINE_LAUNCH(256); break;
     default: return cudaErrorInvalidValue;
   }
+#undef MAC_COMBINE_LAUNCH
   return cudaGetLastError();
 }
 

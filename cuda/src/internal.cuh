@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "work_items.hpp"
+
 namespace mac::cuda::detail {
 
 constexpr int kMaxK1Splits = 8;
@@ -25,8 +27,6 @@ enum Mode : int {
   kModePrefill = 2,  // exact band state of each (pseudo) row written to the ring, no output
 };
 
-/*! \brief Item categories: which part of [0, m] a work item covers (DESIGN §3 ranges). */
-enum Cat : int { kCatSink = 0, kCatBand = 1, kCatTail = 2 };
 
 /*! \brief Per (row, query head) decision of K1 (or the exact default). */
 struct HeadPlan {
@@ -34,14 +34,6 @@ struct HeadPlan {
   int match_pos;   // −1 on a miss
   float d2;        // canonical FP32 d2 of the nearest candidate, NaN if none searched
   int hit;         // 1 on a hit
-};
-
-/*! \brief Per (row, KV head) key ranges: sinks [0, s_e), band [lo, em), tail [em, end). */
-struct GroupDesc {
-  int end;  // m + 1 (= kv_len); 0 for an invalid row (no items)
-  int s_e;  // Fe(E(m))
-  int lo;   // min over the group's heads of band_start (≥ s_e)
-  int em;   // E(m)
 };
 
 /*! \brief Row flags written by K1 (or the scheduler in full mode). */
@@ -113,65 +105,6 @@ struct KParams {
   int* err;              // error flags (bit 0: kv_len, bit 1: slot, bit 2: page id)
 };
 
-// ---------------------------------------------------------------------------------------
-// Work items: per group the key axis is cut at multiples of `chunk` and at s_e and em, so
-// every item lies in exactly one of sinks / band / tail. The cut depends only on (m, r, F,
-// chunk) and the group's lo; full attention and ineligible MAC rows (lo = s_e) therefore
-// get the same items and, with the same arithmetic, bit-identical results.
-// ---------------------------------------------------------------------------------------
-
-__host__ __device__ inline int n_chunks(int a, int b, int C) { return a < b ? (b - 1) / C - a / C + 1 : 0; }
-
-// Item size chosen per step on the device when the config leaves it open: the largest power
-// of two in [kChunkMin, kChunkMax] that still gives the persistent grid's W warps at least
-// kChunkRounds items each. It depends only on kv_len (and N, Hkv, W), never on hit
-// decisions, so full attention and ineligible MAC rows keep the same items. Large batches
-// keep 1024 (partial states < 1 % of the bytes); small ones trade partial-state bytes for
-// enough items to keep every warp streaming (docs/cuda.md has the measurements).
-constexpr int kChunkMin = 256, kChunkMax = 1024, kChunkRounds = 3;
-__host__ __device__ inline int auto_chunk(int64_t total_keys, int warps) {
-  int C = kChunkMax;
-  while (C > kChunkMin && total_keys < static_cast<int64_t>(kChunkRounds) * warps * C) C /= 2;
-  return C;
-}
-/*! \brief Upper bound of the items of one step: cells of ≤ C keys plus, per group, one rounded-up cell and ≤ 3 cuts.
- *  With the automatic size, C < kChunkMax only when total < 2·kChunkRounds·W·C. */
-__host__ __device__ inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps, int fixed_chunk) {
-  const int64_t big = (total_keys_max + kChunkMax - 1) / kChunkMax, small = int64_t{2} * kChunkRounds * warps;
-  const int64_t cells = fixed_chunk > 0 ? (total_keys_max + fixed_chunk - 1) / fixed_chunk : big > small ? big : small;
-  return cells + int64_t{4} * groups;
-}
-
-__host__ __device__ inline int group_item_count(const GroupDesc& g, int C) {
-  if (g.end <= 0) return 0;
-  return n_chunks(0, g.s_e, C) + n_chunks(g.lo, g.em, C) + n_chunks(g.em, g.end, C);
-}
-
-struct ItemRange {
-  int a, b, cat;
-};
-
-__host__ __device__ inline ItemRange group_item(const GroupDesc& g, int k, int C) {
-  const int ns = n_chunks(0, g.s_e, C), nb = n_chunks(g.lo, g.em, C);
-  int lo, hi, cat, j;
-  if (k < ns) {
-    lo = 0; hi = g.s_e; cat = kCatSink; j = k;
-  } else if (k < ns + nb) {
-    lo = g.lo; hi = g.em; cat = kCatBand; j = k - ns;
-  } else {
-    lo = g.em; hi = g.end; cat = kCatTail; j = k - ns - nb;
-  }
-  const int cell = lo / C + j;
-  ItemRange it;
-  it.a = cell * C > lo ? cell * C : lo;
-  it.b = (cell + 1) * C < hi ? (cell + 1) * C : hi;
-  it.cat = cat;
-  return it;
-}
-
-__host__ __device__ inline int prefix_end_dev(int p, int r) { return p + 1 - r > 0 ? p + 1 - r : 0; }
-__host__ __device__ inline int sink_end_dev(int F, int e) { return F < e ? F : e; }
-
 __device__ inline float bf16_bits_to_float(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
 __device__ inline uint16_t float_to_bf16_bits(float x) {
   __nv_bfloat16 h = __float2bfloat16_rn(x);
@@ -179,7 +112,9 @@ __device__ inline uint16_t float_to_bf16_bits(float x) {
 }
 
 /*! \brief Online merge accumulator in base 2: running max `mx`, sum `s`, and per-lane
- *  unnormalised output `acc[i]` (scaled by 2^−mx). add(L2, o) merges a normalised state. */
+ *  unnormalised output `acc[i]` (scaled by 2^−mx). add(L2, o) merges a normalised state.
+ *  Every operation is an explicit round-to-nearest intrinsic, never contracted, so two
+ *  kernels that run the same merges get the same bits whatever the compiler schedules. */
 template <int V>
 struct MergeAcc {
   float mx = -INFINITY, s = 0.f;
@@ -191,23 +126,23 @@ struct MergeAcc {
   __device__ void add(float l2, const float* o) {
     if (!(l2 > -INFINITY)) return;  // empty (or NaN) side is ignored
     if (l2 > mx) {
-      const float a = exp2f(mx - l2);  // mx = −inf → 0
-      s *= a;
+      const float a = exp2f(__fsub_rn(mx, l2));  // mx = −inf → 0
+      s = __fmul_rn(s, a);
 #pragma unroll
-      for (int i = 0; i < V; ++i) acc[i] *= a;
+      for (int i = 0; i < V; ++i) acc[i] = __fmul_rn(acc[i], a);
       mx = l2;
     }
-    const float w = exp2f(l2 - mx);
-    s += w;
+    const float w = exp2f(__fsub_rn(l2, mx));
+    s = __fadd_rn(s, w);
 #pragma unroll
-    for (int i = 0; i < V; ++i) acc[i] = fmaf(w, o[i], acc[i]);
+    for (int i = 0; i < V; ++i) acc[i] = __fmaf_rn(w, o[i], acc[i]);
   }
   __device__ bool empty() const { return !(s > 0.f); }
-  __device__ float lse2() const { return empty() ? -INFINITY : mx + log2f(s); }
+  __device__ float lse2() const { return empty() ? -INFINITY : __fadd_rn(mx, log2f(s)); }
   __device__ void normalised(float* o) const {
-    const float inv = empty() ? 0.f : 1.f / s;
+    const float inv = empty() ? 0.f : __frcp_rn(s);
 #pragma unroll
-    for (int i = 0; i < V; ++i) o[i] = acc[i] * inv;
+    for (int i = 0; i < V; ++i) o[i] = __fmul_rn(acc[i], inv);
   }
 };
 
