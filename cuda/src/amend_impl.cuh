@@ -120,10 +120,10 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t wsmem = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kWarpSmem;
   const int total = __ldg(p.group_off + p.N * p.Hkv);
-  const int C = __ldg(p.work);  // keys per item of this step (schedule kernel)
+  const Cut cut = load_cut(p);  // this step's item sizes (schedule kernel)
   const int W = gridDim.x * Cfg::kWarps;
   // First item of each warp: block-major, so that a step with fewer items than warps still
-  // spreads them over every SM; later items are taken dynamically (work[1] counts them).
+  // spreads them over every SM; later items are claimed dynamically (work[1] counts them).
   const int gw = warp * gridDim.x + blockIdx.x;
   if (gw >= total) return;  // whole warp leaves together
   __shared__ __align__(8) uint64_t bars[Cfg::kWarps * S];  // per warp, per stage (bulk variant)
@@ -147,14 +147,16 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // stage per item: claim (atomic, lane 0) → item_group[] → groups[]/group_off[] → range;
   // and each tile's page id is loaded one tile before its copies are issued.
   auto claim = [&]() { return lane == 0 ? W + atomicAdd(p.work + 1, 1) : 0; };  // lane 0's value
-  auto group_of = [&](int c) { return c < total ? __ldg(p.item_group + c) : -1; };
+  // (item, group) of a claimed item id; group −1 past the last item.
+  auto group_of = [&](int c) { return make_int2(c, c < total ? __ldg(p.item_group + c) : -1); };
   struct Pending {  // an item whose group description is in flight
     int c, gi, off;
     GroupDesc g;
   };
-  auto fetch = [&](int c, int gi) {
+  auto fetch = [&](int2 ig) {
     Pending n;
-    n.c = c;
+    n.c = ig.x;
+    const int gi = ig.y;
     n.gi = gi;
     n.off = 0;
     n.g = GroupDesc{0, 0, 0, 0};
@@ -172,7 +174,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
       d.hk = d.a = d.b = d.cat = d.ntiles = 0;
       return d;
     }
-    const ItemRange r = group_item(n.g, n.c - n.off, C);
+    const ItemRange r = group_item(n.g, n.c - n.off, cut);
     d.row = n.gi / p.Hkv;
     d.hk = n.gi % p.Hkv;
     d.a = r.a;
@@ -182,11 +184,11 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     return d;
   };
   // Warm-up (stalls once): the first item and the one after it resolved, the next claimed.
-  ItemDesc ld = resolve(fetch(gw, group_of(gw)));
+  ItemDesc ld = resolve(fetch(group_of(gw)));
   const int c1 = __shfl_sync(0xffffffffu, claim(), 0);
-  Pending n1 = fetch(c1, group_of(c1));             // item after ld: group description loading
-  int c2 = __shfl_sync(0xffffffffu, claim(), 0);
-  int gi2 = group_of(c2);                           // the one after: group id loading
+  Pending n1 = fetch(group_of(c1));                 // item after ld: group description loading
+  const int c2 = __shfl_sync(0xffffffffu, claim(), 0);
+  int2 ig2 = group_of(c2);                          // the one after: (item, group) loading
   int c3 = claim();                                 // and the next: claim in flight (lane 0)
   int ld_tile = 0, ld_started = 1;
   if (lane == 0) started[warp][0] = ld;
@@ -236,9 +238,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
       if (++ld_tile == ld.ntiles) {  // item boundary: every input below arrived an item ago
         ld_tile = 0;
         ld = resolve(n1);
-        n1 = fetch(c2, gi2);
-        c2 = __shfl_sync(0xffffffffu, c3, 0);
-        gi2 = group_of(c2);
+        n1 = fetch(ig2);
+        ig2 = group_of(__shfl_sync(0xffffffffu, c3, 0));
         c3 = claim();
         if (lane == 0) started[warp][ld_started % S] = ld;  // a row < 0 entry ends the consumer
         ++ld_started;

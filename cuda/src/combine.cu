@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kAllOnly && D <= 128 ? 8 :
       (p.mode == kModePrefill || (p.mode == kModeMac && ri.ready)) && (k3_only || p.k3_in_combine);
   if (k3_only && !write_entry) return;
 
-  const int C = __ldg(p.work);
+  const Cut cut = load_cut(p);
   const int gi = row * p.Hkv + hk;
   const GroupDesc g = p.groups[gi];
   const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kAllOnly && D <= 128 ? 8 :
         if (k >= k_hi) break;
         if (want_all) all.add(l2[u], o[u]);
         if constexpr (!kAllOnly) {
-          const ItemRange it = group_item(g, k, C);
+          const ItemRange it = group_item(g, k, cut);
           if (it.cat == kCatSink) sink.add(l2[u], o[u]);
           else if (it.cat == kCatBand) band.add(l2[u], o[u]);
           else tail.add(l2[u], o[u]);

@@ -200,8 +200,8 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
     return {StatusCode::kContextTooLong, cat("max_context = ", cfg.max_context, " must be in [1, ", kMaxContext, "]")};
   if (cfg.ring < 1) return invalid(cat("ring = ", cfg.ring, " must be ≥ 1"));
   // kv_chunk = 0: the item size is chosen per step on the device (internal.cuh auto_chunk).
-  if (cfg.kv_chunk != 0 && (cfg.kv_chunk < 16 || cfg.kv_chunk % 16 != 0))
-    return invalid(cat("kv_chunk = ", cfg.kv_chunk, " must be 0 (automatic) or a positive multiple of 16"));
+  if (cfg.kv_chunk != 0 && (cfg.kv_chunk < 16 || cfg.kv_chunk > (1 << 20) || !detail::is_pow2(cfg.kv_chunk)))
+    return invalid(cat("kv_chunk = ", cfg.kv_chunk, " must be 0 (automatic) or a power of two in [16, 2^20]"));
   MAC_CUDA_TRY(cudaSetDevice(cfg.device));
 
   auto impl = std::make_unique<Impl>();
@@ -239,7 +239,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   const size_t o_groups = take(sizeof(detail::GroupDesc) * N * Hkv);
   const size_t o_goff = take(sizeof(int) * (N * Hkv + 1));
   const size_t o_igrp = take(sizeof(int) * max_items);
-  const size_t o_work = take(sizeof(int) * 2);
+  const size_t o_work = take(sizeof(int) * 3);
   const size_t o_po = take(sizeof(float) * max_items * G * D);
   const size_t o_pl = take(sizeof(float) * max_items * G);
   const size_t o_err = take(sizeof(int));

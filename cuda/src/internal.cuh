@@ -94,7 +94,7 @@ struct KParams {
   GroupDesc* groups;     // [N, Hkv]
   int* group_off;        // [N·Hkv + 1] exclusive scan of item counts
   int* item_group;       // [max_items] group (row·Hkv + hk) of each item
-  int* work;             // [2]: chunk of this step, dynamic item counter of the amend kernel
+  int* work;             // [3]: C, dynamic item counter of the amend kernel, log2 C
   float* part_o;         // [max_items, G, D] normalised partial outputs
   float* part_lse2;      // [max_items, G] base-2 partial LSE
   int max_items;
@@ -109,6 +109,14 @@ __device__ inline float bf16_bits_to_float(uint16_t b) { return __uint_as_float(
 __device__ inline uint16_t float_to_bf16_bits(float x) {
   __nv_bfloat16 h = __float2bfloat16_rn(x);
   return *reinterpret_cast<uint16_t*>(&h);
+}
+
+/*! \brief The step's cut, as the schedule kernel chose it. */
+__device__ inline Cut load_cut(const KParams& p) {
+  Cut c;
+  c.C = __ldg(p.work);
+  c.lg = __ldg(p.work + 2);
+  return c;
 }
 
 /*! \brief Online merge accumulator in base 2: running max `mx`, sum `s`, and per-lane

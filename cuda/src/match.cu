@@ -183,7 +183,8 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
     typename Scan::TempStorage scan;
     typename Sum::TempStorage sum;
   } tmp;
-  __shared__ int carry, s_chunk;
+  __shared__ int carry;
+  __shared__ Cut s_cut;
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
   long long keys = 0;  // Σ Hkv·kv_len over valid rows: the step's full-attention work
   for (int row = tid; row < p.N; row += blockDim.x) {
@@ -199,12 +200,13 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   keys = Sum(tmp.sum).Sum(keys);
   if (tid == 0) {
     carry = 0;
-    s_chunk = p.chunk > 0 ? p.chunk : auto_chunk(keys, p.warps_total);
-    p.work[0] = s_chunk;
+    s_cut = step_cut(keys, p.warps_total, p.chunk);
+    p.work[0] = s_cut.C;
     p.work[1] = 0;
+    p.work[2] = s_cut.lg;
   }
   __syncthreads();
-  const int C = s_chunk;
+  const Cut cut = s_cut;
   for (int base = 0; base < ng; base += blockDim.x) {
     const int gi = base + tid;
     int cnt = 0;
@@ -225,7 +227,7 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
         g.lo = lo;
       }
       p.groups[gi] = g;
-      cnt = group_item_count(g, C);
+      cnt = group_item_count(g, cut);
     }
     int excl, agg;
     Scan(tmp.scan).ExclusiveSum(cnt, excl, agg);

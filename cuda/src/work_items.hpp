@@ -23,26 +23,45 @@ struct GroupDesc {
 };
 
 // ---------------------------------------------------------------------------------------
-// Work items: per group the key axis is cut at multiples of `chunk` and at s_e and em, so
-// every item lies in exactly one of sinks / band / tail. The cut depends only on (m, r, F,
-// chunk) and the group's lo; full attention and ineligible MAC rows (lo = s_e) therefore
-// get the same items and, with the same arithmetic, bit-identical results.
+// Work items: per group the key axis is cut at multiples of C and at s_e and em, so every
+// item lies in exactly one of sinks / band / tail. The cut depends only on (m, r, F, C) and
+// the group's lo, and C only on the step's kv_lens, N, Hkv and the grid; full attention and
+// ineligible MAC rows (lo = s_e) therefore get the same items and, with the same
+// arithmetic, bit-identical results.
 // ---------------------------------------------------------------------------------------
 
-MAC_HD inline int n_chunks(int a, int b, int C) { return a < b ? (b - 1) / C - a / C + 1 : 0; }
+/*! \brief Cells of 2^lg keys that [a, b) touches (item sizes are powers of two: shifts, no
+ *  divisions, on the loader's path at every item boundary). */
+MAC_HD inline int n_chunks(int a, int b, int lg) { return a < b ? ((b - 1) >> lg) - (a >> lg) + 1 : 0; }
+MAC_HD inline int log2_exact(int C) {
+  int lg = 0;
+  while ((1 << lg) < C) ++lg;
+  return lg;
+}
+MAC_HD inline bool is_pow2(int C) { return C > 0 && (C & (C - 1)) == 0; }
+
+constexpr int kChunkMin = 256, kChunkMax = 2048;
+
+/*! \brief How one step cuts its groups: keys per item (a power of two ≥ 16) and its log2. */
+struct Cut {
+  int C, lg;
+};
 
 // Item size chosen per step on the device when the config leaves it open: the largest power
 // of two C in [kChunkMin, kChunkMax] that still gives each of the persistent grid's W warps
-// at least chunk_rounds(C) items. It depends only on kv_len (and N, Hkv, W), never on hit
-// decisions, so full attention and ineligible MAC rows keep the same items. Larger items
-// write fewer partial states; smaller ones keep every warp streaming to the end. 2048 pays
-// only with many items per warp (measured on the H200: docs/cuda.md).
-constexpr int kChunkMin = 256, kChunkMax = 2048;
+// at least chunk_rounds(C) items. Larger items write fewer partial states; smaller ones
+// keep every warp streaming. 2048 pays only with many items per warp (docs/cuda.md).
 MAC_HD inline int chunk_rounds(int C) { return C > 1024 ? 8 : 3; }
 MAC_HD inline int auto_chunk(int64_t total_keys, int warps) {
   int C = kChunkMax;
   while (C > kChunkMin && total_keys < static_cast<int64_t>(chunk_rounds(C)) * warps * C) C /= 2;
   return C;
+}
+MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk) {
+  Cut c;
+  c.C = fixed_chunk > 0 ? fixed_chunk : auto_chunk(total_keys, warps);
+  c.lg = log2_exact(c.C);
+  return c;
 }
 /*! \brief Upper bound of the items of one step: cells of ≤ C keys plus, per group, one
  *  rounded-up cell and ≤ 3 cuts. With the automatic size, C < kChunkMax is chosen only when
@@ -64,29 +83,40 @@ MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int wa
   return cells + int64_t{4} * groups;
 }
 
-MAC_HD inline int group_item_count(const GroupDesc& g, int C) {
-  if (g.end <= 0) return 0;
-  return n_chunks(0, g.s_e, C) + n_chunks(g.lo, g.em, C) + n_chunks(g.em, g.end, C);
+/*! \brief Items of a group by part, in key order: sinks, band, tail. */
+struct GroupCounts {
+  int sink, band, tail;
+  MAC_HD int total() const { return sink + band + tail; }
+};
+MAC_HD inline GroupCounts group_counts(const GroupDesc& g, const Cut& c) {
+  GroupCounts n{0, 0, 0};
+  if (g.end <= 0) return n;
+  n.sink = n_chunks(0, g.s_e, c.lg);
+  n.band = n_chunks(g.lo, g.em, c.lg);
+  n.tail = n_chunks(g.em, g.end, c.lg);
+  return n;
 }
+MAC_HD inline int group_item_count(const GroupDesc& g, const Cut& c) { return group_counts(g, c).total(); }
 
 struct ItemRange {
   int a, b, cat;
 };
 
-MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, int C) {
-  const int ns = n_chunks(0, g.s_e, C), nb = n_chunks(g.lo, g.em, C);
+/*! \brief Item k of group g (0 ≤ k < group_item_count): its key range and category. */
+MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, const Cut& c) {
+  const GroupCounts n = group_counts(g, c);
   int lo, hi, cat, j;
-  if (k < ns) {
+  if (k < n.sink) {
     lo = 0; hi = g.s_e; cat = kCatSink; j = k;
-  } else if (k < ns + nb) {
-    lo = g.lo; hi = g.em; cat = kCatBand; j = k - ns;
+  } else if (k < n.sink + n.band) {
+    lo = g.lo; hi = g.em; cat = kCatBand; j = k - n.sink;
   } else {
-    lo = g.em; hi = g.end; cat = kCatTail; j = k - ns - nb;
+    lo = g.em; hi = g.end; cat = kCatTail; j = k - n.sink - n.band;
   }
-  const int cell = lo / C + j;
+  const int cell = (lo >> c.lg) + j;
   ItemRange it;
-  it.a = cell * C > lo ? cell * C : lo;
-  it.b = (cell + 1) * C < hi ? (cell + 1) * C : hi;
+  it.a = (cell << c.lg) > lo ? cell << c.lg : lo;
+  it.b = ((cell + 1) << c.lg) < hi ? (cell + 1) << c.lg : hi;
   it.cat = cat;
   return it;
 }

@@ -28,13 +28,17 @@ wi::GroupDesc make_group(int kv_len, int r, int F, int lo_offset) {
   return g;
 }
 
-// Checks that the items of `g` cover sinks ∪ band ∪ tail exactly once, in key order.
-void check_tiling(const wi::GroupDesc& g, int C) {
-  const int n = wi::group_item_count(g, C);
+// Checks that the items of `g` cover sinks ∪ band ∪ tail exactly once, in key order, each
+// inside one aligned cell of C keys.
+void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
+  const int n = wi::group_item_count(g, cut);
+  const wi::GroupCounts parts = wi::group_counts(g, cut);
+  BOOST_TEST_REQUIRE(parts.total() == n);
   std::vector<int> cover(g.end, 0);
   int prev_b = -1;
   for (int k = 0; k < n; ++k) {
-    const wi::ItemRange it = wi::group_item(g, k, C);
+    const wi::ItemRange it = wi::group_item(g, k, cut);
+    const int C = cut.C;
     BOOST_TEST_REQUIRE(it.a < it.b);
     BOOST_TEST_REQUIRE(it.b - it.a <= C);
     BOOST_TEST_REQUIRE(it.a / C == (it.b - 1) / C);  // inside one aligned cell
@@ -52,6 +56,8 @@ void check_tiling(const wi::GroupDesc& g, int C) {
   }
 }
 
+wi::Cut cut_of(int C) { return wi::Cut{C, wi::log2_exact(C)}; }
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
@@ -60,14 +66,15 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
   for (int C : {16, 64, 256, 1024, 2048}) {
     for (int t = 0; t < 300; ++t) {
       const wi::GroupDesc g = make_group(len(rng), rr(rng), ff(rng), t % 3 == 0 ? 0 : off(rng));
-      check_tiling(g, C);
+      check_tiling(g, cut_of(C));
     }
   }
   // Edges: kv_len 1, r = 0 (empty tail), sinks covering the whole prefix, ranges on cell edges.
   for (int C : {16, 256})
     for (const auto& g : {make_group(1, 0, 0, 0), make_group(1, 5, 4, 0), make_group(C, 0, 0, 0),
-                          make_group(C + 1, 1, C, 0), make_group(3 * C, C, 1, C - 1), make_group(40, 8, 100, 0)})
-      check_tiling(g, C);
+                          make_group(C + 1, 1, C, 0), make_group(3 * C, C, 1, C - 1), make_group(40, 8, 100, 0),
+                          make_group(5 * C + 7, 0, 0, C + 3)})
+      check_tiling(g, cut_of(C));
 }
 
 BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
@@ -94,7 +101,7 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
     const int max_batch = 1 + static_cast<int>(rng() % 64), hkv = 1 + static_cast<int>(rng() % 8);
     const int max_ctx = 1 + static_cast<int>(rng() % (t % 4 == 0 ? 131072 : 6000));
     const int W = 32 * (1 + static_cast<int>(rng() % 40));
-    const int fixed = t % 5 == 0 ? 16 * (1 + static_cast<int>(rng() % 128)) : 0;
+    const int fixed = t % 5 == 0 ? 16 << (rng() % 8) : 0;
     const int64_t bound = wi::max_items_bound(int64_t{max_batch} * hkv * max_ctx, max_batch * hkv, W, fixed);
     const int N = 1 + static_cast<int>(rng() % max_batch);
     const int r = static_cast<int>(rng() % 300), F = static_cast<int>(rng() % 5);
@@ -104,14 +111,15 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
       l = t % 3 == 0 ? max_ctx : 1 + static_cast<int>(rng() % max_ctx);
       total += int64_t{hkv} * l;
     }
-    const int C = fixed > 0 ? fixed : wi::auto_chunk(total, W);
+    const wi::Cut cut = wi::step_cut(total, W, fixed);
     int64_t items = 0;
     for (int i = 0; i < N; ++i)
       for (int h = 0; h < hkv; ++h) {
         const int lo_off = (i + h) % 2 ? static_cast<int>(rng() % (lens[i] + 1)) : 0;
-        items += wi::group_item_count(make_group(lens[i], r, F, lo_off), C);
+        items += wi::group_item_count(make_group(lens[i], r, F, lo_off), cut);
       }
     BOOST_TEST_REQUIRE(items <= bound, "engine " << max_batch << "x" << hkv << "x" << max_ctx << " W " << W
-                                                 << " chunk " << C << ": " << items << " items > bound " << bound);
+                                                 << " chunk " << cut.C << ": " << items
+                                                 << " items > bound " << bound);
   }
 }
