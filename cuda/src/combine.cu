@@ -2,13 +2,13 @@
 // item order into prefix ⊕ band (the new ring entry), sinks and tail, and
 // out = (entry ⊕ sink) ⊕ tail. K3 (the ring write of entry(m) into slot m mod M, only if
 // ready) runs here when fused, or alone in a side-stream launch of the same kernel.
-// Rows that are not eligible merge their items in key order (in quarters, then the quarters
+// Rows that are not eligible merge their items in key order (in eighths, then the eighths
 // in order), exactly as full attention does, so their output is bit-identical to it.
 #include "launch.hpp"
 
 namespace mac::cuda::detail {
 
-constexpr int kCombineWarps = 4;
+constexpr int kCombineWarps = 8;  // per (row, head): short merge chains at small batch
 
 /*! \brief The four merges of one warp's share of a head's items, as normalised base-2 states
  *  in shared memory: all (full attention, ineligible rows), sinks, band, tail. */
@@ -23,10 +23,10 @@ struct CombineShare {
 // merge of `all` is the same sequence of the same (uncontracted, internal.cuh) operations
 // as in the general kernel, so ineligible MAC rows stay bit-identical to full attention.
 template <int D, bool kAllOnly>
-__global__ void __launch_bounds__(32 * kCombineWarps, kAllOnly && D <= 128 ? 8 : 4) combine_kernel(const KParams p, int k3_only) {
+__global__ void __launch_bounds__(32 * kCombineWarps, kAllOnly && D <= 128 ? 4 : 2) combine_kernel(const KParams p, int k3_only) {
   constexpr int V = D / 32;  // dims per lane, contiguous
-  // One block per (row, query head); its warps merge contiguous quarters of the head's
-  // items, then warp 0 merges the quarters in order. The order is fixed by the item count
+  // One block per (row, query head); its warps merge contiguous eighths of the head's
+  // items, then warp 0 merges the eighths in order. The order is fixed by the item count
   // alone, so full attention and ineligible MAC rows still merge identically.
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wid = blockIdx.x;

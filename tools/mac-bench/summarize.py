@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Summarises one device run of mac-bench (its CSV) and sdpa_baseline.py (its CSV) into the
+markdown table of docs/cuda.md: per (Hkv, batch, ctx) the full-attention time and % of the
+streaming read measured in the same run, cuDNN SDPA's time and our speed relative to it,
+MAC all-miss relative to full, the MAC speedups at hit fraction 0.95 and 1.0, and K1's time.
+
+    python3 tools/mac-bench/summarize.py MAC_BENCH_CSV SDPA_CSV [--out FILE]
+
+Ratios are of medians (each of 50 CUDA-graph replays after 10 warm-ups); both CSVs carry
+p10/p90 for the spread."""
+import argparse
+import csv
+import os
+import sys
+
+
+def rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("mac_bench_csv")
+    ap.add_argument("sdpa_csv")
+    ap.add_argument("--out", default="", help="write the table here (default stdout)")
+    a = ap.parse_args()
+    for p in (a.mac_bench_csv, a.sdpa_csv):
+        if not os.path.isfile(p):
+            sys.exit(f"summarize.py: no such file: {p}")
+    mac = rows(a.mac_bench_csv)
+    sdpa = {(int(r["hkv"]), int(r["batch"]), int(r["ctx"])): float(r["median_ms"]) for r in rows(a.sdpa_csv)}
+    shapes = []
+    for r in mac:
+        key = (int(r["hkv"]), int(r["batch"]), int(r["ctx"]))
+        if key not in shapes:
+            shapes.append(key)
+
+    def pick(key, kind, hit=None, k3="fused"):
+        for r in mac:
+            if (int(r["hkv"]), int(r["batch"]), int(r["ctx"])) != key or r["kind"] != kind:
+                continue
+            if hit is not None and abs(float(r["hit_frac"]) - hit) > 1e-9:
+                continue
+            if kind == "mac" and r["k3"] != k3:
+                continue
+            return r
+        return None
+
+    out = [
+        "| Hkv | batch | ctx | item keys | full ms (p10–p90) | full % read BW | SDPA ms | full vs SDPA | "
+        "MAC all-miss / full | MAC hit 0.95 speedup | MAC all-hit speedup | K1 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in shapes:
+        full = pick(key, "full")
+        if full is None:
+            continue
+        fm = float(full["median_ms"])
+        s = sdpa.get(key)
+        miss, h95, h1, k1 = pick(key, "mac", 0.0), pick(key, "mac", 0.95), pick(key, "mac", 1.0), pick(key, "k1")
+        cell = lambda r, f: f(r) if r is not None else "–"
+        out.append(
+            f"| {key[0]} | {key[1]} | {key[2]} | {full['chunk']} | {fm:.4f} ({float(full['p10_ms']):.4f}–"
+            f"{float(full['p90_ms']):.4f}) | {float(full['pct_read_bw']):.1f} | "
+            + (f"{s:.4f} | {s / fm:.3f} | " if s else "– | – | ")
+            + cell(miss, lambda r: f"{fm / float(r['median_ms']):.3f}") + " | "
+            + cell(h95, lambda r: f"{fm / float(r['median_ms']):.2f}x") + " | "
+            + cell(h1, lambda r: f"{fm / float(r['median_ms']):.1f}x") + " | "
+            + cell(k1, lambda r: f"{float(r['median_ms']):.4f}") + " |")
+    text = "\n".join(out) + "\n"
+    if a.out:
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, a.out)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
