@@ -47,12 +47,24 @@ struct Cut {
   int C, lg;
 };
 
-// Item size chosen per step on the device when the config leaves it open: the largest power
-// of two C in [kChunkMin, kChunkMax] that still gives each of the persistent grid's W warps
+// Item size chosen per step on the device when the config leaves it open. A small step
+// that fills the W warps of the persistent grid in one round (the smallest C ≤ kOneRoundMax
+// with total/C ≤ W, if that is ≥ 90% of W) takes it: one item per warp, no second round.
+// Otherwise the largest power of two C in [kChunkMin, kChunkMax] that still gives each warp
 // at least chunk_rounds(C) items. Larger items write fewer partial states; smaller ones
-// keep every warp streaming. 2048 pays only with many items per warp (docs/cuda.md).
+// keep every warp streaming; 2048 pays only with many items per warp (docs/cuda.md).
+constexpr int kOneRoundMax = 1024;
 MAC_HD inline int chunk_rounds(int C) { return C > 1024 ? 8 : 3; }
+MAC_HD inline bool one_round(int64_t total_keys, int warps, int C) {
+  const int64_t items = (total_keys + C - 1) / C;
+  return items <= warps && items * 10 >= int64_t{warps} * 9;
+}
 MAC_HD inline int auto_chunk(int64_t total_keys, int warps) {
+  for (int C = kChunkMin; C <= kOneRoundMax; C *= 2)
+    if ((total_keys + C - 1) / C <= warps) {
+      if (one_round(total_keys, warps, C)) return C;
+      break;
+    }
   int C = kChunkMax;
   while (C > kChunkMin && total_keys < static_cast<int64_t>(chunk_rounds(C)) * warps * C) C /= 2;
   return C;
@@ -65,7 +77,8 @@ MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk) {
 }
 /*! \brief Upper bound of the items of one step: cells of ≤ C keys plus, per group, one
  *  rounded-up cell and ≤ 3 cuts. With the automatic size, C < kChunkMax is chosen only when
- *  total < chunk_rounds(2C)·W·2C, so there are fewer than 2·chunk_rounds(2C)·W cells. */
+ *  total < chunk_rounds(2C)·W·2C (fewer than 2·chunk_rounds(2C)·W cells) or, by the
+ *  one-round rule, when total/C ≤ W. */
 MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps, int fixed_chunk) {
   int64_t cells = 0;
   if (fixed_chunk > 0) {

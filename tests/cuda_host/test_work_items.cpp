@@ -83,14 +83,25 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
                           int64_t{1} << 26, int64_t{131072} * 64 * 32}) {
       const int C = wi::auto_chunk(total, W);
       BOOST_TEST_REQUIRE((C >= wi::kChunkMin && C <= wi::kChunkMax && (C & (C - 1)) == 0));
-      // Largest size that still leaves chunk_rounds(C) items per warp, else the smallest.
+      const int64_t items = (total + C - 1) / C;
+      if (items <= W && items * 10 >= int64_t{W} * 9) {
+        // One round: the smallest size whose items still fit the warps.
+        BOOST_TEST(C <= wi::kOneRoundMax);
+        if (C > wi::kChunkMin) BOOST_TEST((total + C / 2 - 1) / (C / 2) > W);
+        continue;
+      }
+      // Otherwise the largest size that still leaves chunk_rounds(C) items per warp.
       if (C > wi::kChunkMin) BOOST_TEST(total >= int64_t{wi::chunk_rounds(C)} * W * C);
       if (C < wi::kChunkMax) BOOST_TEST(total < int64_t{wi::chunk_rounds(2 * C)} * W * 2 * C);
     }
   }
-  // The largest shape keeps 2048-key items; batch 1 at 32K gets the smallest.
+  // The largest shape keeps 2048-key items; batch 1 at 32K gets the smallest, and
+  // at 127K one round of 1024-key items (Hkv 8) or 512-key items (Hkv 4).
   BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 1056) == 2048);
   BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 32768, 1056) == 256);
+  BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 130048, 1056) == 1024);
+  BOOST_TEST(wi::auto_chunk(int64_t{1} * 4 * 130048, 1056) == 512);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 32768, 1056) == 512);  // one round would need 2048
 }
 
 BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
