@@ -2,31 +2,36 @@
 // item order into prefix ⊕ band (the new ring entry), sinks and tail, and
 // out = (entry ⊕ sink) ⊕ tail. K3 (the ring write of entry(m) into slot m mod M, only if
 // ready) runs here when fused, or alone in a side-stream launch of the same kernel.
-// Rows that are not eligible merge their items in key order (in eighths, then the eighths
-// in order), exactly as full attention does, so their output is bit-identical to it.
+// Rows that are not eligible merge their items in key order (in contiguous shares, one per
+// warp, then the shares in order), exactly as full attention does, so their output is
+// bit-identical to it.
 #include "launch.hpp"
 
 namespace mac::cuda::detail {
 
-constexpr int kCombineWarps = 8;  // per (row, head): short merge chains at small batch
+/*! \brief Warps per (row, head): eight keep the merge chains short when there are few heads
+ *  (small batch), two keep the whole grid resident when there are many. A function of
+ *  N·Hq alone, so full attention and MAC steps of one batch merge in the same order. */
+inline int combine_warps(int heads) { return heads <= 512 ? 8 : heads <= 1024 ? 4 : 2; }
 
 /*! \brief The four merges of one warp's share of a head's items, as normalised base-2 states
  *  in shared memory: all (full attention, ineligible rows), sinks, band, tail. */
-template <int D>
+template <int D, int kWarps>
 struct CombineShare {
-  float o[4][kCombineWarps][D];
-  float l2[4][kCombineWarps];
+  float o[4][kWarps][D];
+  float l2[4][kWarps];
 };
 
 // kAllOnly: full attention, where every row is ineligible and only the in-order merge of
 // all items is needed: a quarter of the accumulators, so twice the resident blocks. Its
 // merge of `all` is the same sequence of the same (uncontracted, internal.cuh) operations
 // as in the general kernel, so ineligible MAC rows stay bit-identical to full attention.
-template <int D, bool kAllOnly>
-__global__ void __launch_bounds__(32 * kCombineWarps, kAllOnly && D <= 128 ? 4 : 2) combine_kernel(const KParams p, int k3_only) {
+template <int D, bool kAllOnly, int kCombineWarps>
+__global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32 : 16) / kCombineWarps)
+    combine_kernel(const KParams p, int k3_only) {
   constexpr int V = D / 32;  // dims per lane, contiguous
-  // One block per (row, query head); its warps merge contiguous eighths of the head's
-  // items, then warp 0 merges the eighths in order. The order is fixed by the item count
+  // One block per (row, query head); its warps merge contiguous shares of the head's
+  // items, then warp 0 merges the shares in order. The order is fixed by the item count
   // alone, so full attention and ineligible MAC rows still merge identically.
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wid = blockIdx.x;
@@ -95,7 +100,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kAllOnly && D <= 128 ? 4 :
         }
       }
     }
-    __shared__ CombineShare<D> share;
+    __shared__ CombineShare<D, kCombineWarps> share;
     auto stash = [&](int c, const MergeAcc<V>& a) {
       float t[V];
       a.normalised(t);
@@ -194,11 +199,13 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kAllOnly && D <= 128 ? 4 :
 }
 
 cudaError_t launch_combine(const KParams& p, bool k3_only, cudaStream_t s) {
-  const int grid = p.N * p.Hq, threads = 32 * kCombineWarps;
+  const int grid = p.N * p.Hq, warps = combine_warps(grid);
   const bool all_only = p.mode == kModeFull && !k3_only;
-#define MAC_COMBINE_LAUNCH(DIM)                                                        \
-  (all_only ? combine_kernel<DIM, true><<<grid, threads, 0, s>>>(p, k3_only)          \
-            : combine_kernel<DIM, false><<<grid, threads, 0, s>>>(p, k3_only))
+#define MAC_COMBINE_WARPS(DIM, ALL)                                                          \
+  (warps == 8   ? combine_kernel<DIM, ALL, 8><<<grid, 256, 0, s>>>(p, k3_only)              \
+   : warps == 4 ? combine_kernel<DIM, ALL, 4><<<grid, 128, 0, s>>>(p, k3_only)              \
+                : combine_kernel<DIM, ALL, 2><<<grid, 64, 0, s>>>(p, k3_only))
+#define MAC_COMBINE_LAUNCH(DIM) (all_only ? MAC_COMBINE_WARPS(DIM, true) : MAC_COMBINE_WARPS(DIM, false))
   switch (p.D) {
     case 64: MAC_COMBINE_LAUNCH(64); break;
     case 128: MAC_COMBINE_LAUNCH(128); break;
@@ -206,6 +213,7 @@ cudaError_t launch_combine(const KParams& p, bool k3_only, cudaStream_t s) {
     default: return cudaErrorInvalidValue;
   }
 #undef MAC_COMBINE_LAUNCH
+#undef MAC_COMBINE_WARPS
   return cudaGetLastError();
 }
 

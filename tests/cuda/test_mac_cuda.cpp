@@ -94,6 +94,27 @@ BOOST_AUTO_TEST_CASE(sinks_gen_min_readiness_side_stream) {
   BOOST_TEST(s.bit_checked > 0);
 }
 
+BOOST_AUTO_TEST_CASE(many_heads_combine_shares) {
+  // The combine splits each head's merge over 8, 4 or 2 warps by N·Hq (≤ 512, ≤ 1024,
+  // more): 24 and 40 requests of Hq = 32 take the 4- and 2-warp kernels the other cases
+  // (N·Hq ≤ 512) never reach. Rows below gen_min check ineligible bit-identity there too.
+  for (int N : {24, 40}) {
+    CaseSpec c;
+    c.G = 4;
+    c.Hkv = 8;
+    c.prompt.clear();
+    for (int i = 0; i < N; ++i) c.prompt.push_back(64 + (i * 37) % 200);
+    c.gen_min = 150;
+    c.steps = 3;
+    c.seed = 500 + N;
+    const Stats s = run_steps(c, false);
+    report("many heads", c, s);
+    check_stats(s);
+    BOOST_TEST(s.bit_checked > 0);
+    BOOST_TEST(s.hits > 0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(graph_chain_64_steps) {
   // One capture, 70 replays with positions, lengths and queries changing in device memory;
   // M = 64 so the ring wraps around more than once; page size 16 with partial last pages.
