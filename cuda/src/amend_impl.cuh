@@ -1,10 +1,11 @@
 #pragma once
 // K2 "amend" kernel (and the whole of full attention's KV pass): split-KV partial attention
-// over work items of ≤ chunk keys of one (row, KV head), all G query heads of the group at
-// once, so each KV head is read once for its G query heads.
+// over work items of ≤ C keys (the step's item size, work_items.hpp) of one (row, KV head),
+// all G query heads of the group at once, so each KV head is read once for its G heads.
 //
-// Layers (CUTLASS-style): a persistent grid of independent warps; each warp walks its items
-// (w, w + W, w + 2W, ...) as one continuous stream of 16-key tiles; K and V tiles stream
+// Layers (CUTLASS-style): a persistent grid of independent warps; each warp takes a first
+// item block-major over the SMs, then claims items from a counter, and walks them as one
+// continuous stream of 16-key tiles; K and V tiles stream
 // through a per-warp cp.async ring of kStages shared-memory stages (16-byte copies, XOR
 // swizzled rows so ldmatrix is conflict-free); S = Q·Kᵀ and O += P·V run on mma.sync
 // m16n8k16 (bf16 in, fp32 accumulate) with the G query heads as the 16 MMA rows (rows ≥ G
