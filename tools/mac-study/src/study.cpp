@@ -383,115 +383,113 @@ void write_run(const std::string& path, const RunResult& r) {
     auto f = h5::create_file(tmp);
     const hid_t id = f.get();
     const auto& s = r.spec;
-    h5::attr(id, "schema", std::string(kRunSchema));
-    h5::attr(id, "version", kRunVersion);
-    h5::attr(id, "key", s.key());
-    h5::attr(id, "hash", s.hash());
-    h5::attr(id, "trace", s.trace);
-    h5::attr(id, "trace_source", s.source);
-    h5::attr(id, "fingerprint", s.fingerprint);
-    h5::attr(id, "layer", s.layer);
-    h5::attr(id, "tau", s.params.tau);
-    h5::attr(id, "ring", s.params.ring);
-    h5::attr(id, "tail", s.params.tail);
-    h5::attr(id, "sinks", s.params.sinks);
-    h5::attr(id, "gen_min", s.params.gen_min);
-    h5::attr(id, "variant", std::string(to_string(s.variant)));
-    h5::attr(id, "storage", std::string(to_string(s.storage)));
-    h5::attr(id, "precision", std::string(tools::to_string(s.precision)));
-    h5::attr(id, "prefill", s.prefill);
-    h5::attr(id, "steps", r.steps);
-    h5::attr(id, "bound", static_cast<int64_t>(s.bound));
-    h5::attr(id, "seconds", r.seconds);
-    h5::attr(id, "cpu_seconds", r.cpu_seconds);
-    h5::attr(id, "bound_cpu_seconds", r.bound_cpu_seconds);
-    h5::attr(id, "hit_rate", r.hit_rate());
-    h5::attr(id, "kv_fraction", r.kv_fraction());
-    h5::attr(id, "git_commit", std::string(MAC_GIT_COMMIT));
+    h5::write_attr(id, "schema", std::string(kRunSchema));
+    h5::write_attr(id, "version", kRunVersion);
+    h5::write_attr(id, "key", s.key());
+    h5::write_attr(id, "hash", s.hash());
+    h5::write_attr(id, "trace", s.trace);
+    h5::write_attr(id, "trace_source", s.source);
+    h5::write_attr(id, "fingerprint", s.fingerprint);
+    h5::write_attr(id, "layer", s.layer);
+    h5::write_attr(id, "tau", s.params.tau);
+    h5::write_attr(id, "ring", s.params.ring);
+    h5::write_attr(id, "tail", s.params.tail);
+    h5::write_attr(id, "sinks", s.params.sinks);
+    h5::write_attr(id, "gen_min", s.params.gen_min);
+    h5::write_attr(id, "variant", std::string(to_string(s.variant)));
+    h5::write_attr(id, "storage", std::string(to_string(s.storage)));
+    h5::write_attr(id, "precision", std::string(tools::to_string(s.precision)));
+    h5::write_attr(id, "prefill", s.prefill);
+    h5::write_attr(id, "steps", r.steps);
+    h5::write_attr(id, "bound", static_cast<int64_t>(s.bound));
+    h5::write_attr(id, "seconds", r.seconds);
+    h5::write_attr(id, "cpu_seconds", r.cpu_seconds);
+    h5::write_attr(id, "bound_cpu_seconds", r.bound_cpu_seconds);
+    h5::write_attr(id, "hit_rate", r.hit_rate());
+    h5::write_attr(id, "kv_fraction", r.kv_fraction());
+    h5::write_attr(id, "git_commit", std::string(MAC_GIT_COMMIT));
     const std::vector<hsize_t> sh{static_cast<hsize_t>(r.steps), static_cast<hsize_t>(r.heads)};
-    h5::write(id, "position", {static_cast<hsize_t>(r.steps)}, r.position.data());
-    h5::write(id, "hit", sh, r.hit.data());
-    h5::write(id, "lag", sh, r.lag.data());
-    h5::write(id, "keys_read", sh, r.keys_read.data());
-    h5::write(id, "depth", sh, r.depth.data());
-    h5::write(id, "rel_l2", sh, r.rel_l2.data());
-    h5::write(id, "max_abs", sh, r.max_abs.data());
-    h5::write(id, "lse_err", sh, r.lse_err.data());
-    h5::write(id, "abs_l2", sh, r.abs_l2.data());
-    h5::write(id, "delta_min", sh, r.delta_min.data());
-    h5::write(id, "delta_max", sh, r.delta_max.data());
-    h5::write(id, "rho", sh, r.rho.data());
-    h5::write(id, "rho_mac", sh, r.rho_mac.data());
-    h5::write(id, "bound", sh, r.bound.data());
-    h5::write(id, "bound_paper", sh, r.bound_paper.data());
+    h5::write(id, "position", {static_cast<hsize_t>(r.steps)}, r.position, kLayout);
+    h5::write(id, "hit", sh, r.hit, kLayout);
+    h5::write(id, "lag", sh, r.lag, kLayout);
+    h5::write(id, "keys_read", sh, r.keys_read, kLayout);
+    h5::write(id, "depth", sh, r.depth, kLayout);
+    h5::write(id, "rel_l2", sh, r.rel_l2, kLayout);
+    h5::write(id, "max_abs", sh, r.max_abs, kLayout);
+    h5::write(id, "lse_err", sh, r.lse_err, kLayout);
+    h5::write(id, "abs_l2", sh, r.abs_l2, kLayout);
+    h5::write(id, "delta_min", sh, r.delta_min, kLayout);
+    h5::write(id, "delta_max", sh, r.delta_max, kLayout);
+    h5::write(id, "rho", sh, r.rho, kLayout);
+    h5::write(id, "rho_mac", sh, r.rho_mac, kLayout);
+    h5::write(id, "bound", sh, r.bound, kLayout);
+    h5::write(id, "bound_paper", sh, r.bound_paper, kLayout);
     // Written last: a reader treats a file without it as incomplete.
-    h5::attr(id, "complete", int64_t{1});
+    h5::write_attr(id, "complete", int64_t{1});
   });
 }
 
 RunResult read_run(const std::string& path) {
-  auto f = h5::open_file(path);
-  require(f.valid(), "'", path, "' is not a readable HDF5 file");
+  const h5::Handle f = h5::open_file(path);
   const hid_t id = f.get();
-  require(h5::has_attr(id, "schema") && h5::attr_str(id, "schema") == kRunSchema, "'", path,
+  require(h5::has_attr(id, "schema") && h5::attr_string(id, "schema") == kRunSchema, "'", path,
           "' is not a mac-study run file");
-  require(h5::attr_i64(id, "version") == kRunVersion, "'", path, "': unknown version");
-  require(h5::has_attr(id, "complete") && h5::attr_i64(id, "complete") == 1, "'", path, "' is incomplete");
+  require(h5::attr_int64(id, "version") == kRunVersion, "'", path, "': unknown version");
+  require(h5::has_attr(id, "complete") && h5::attr_int64(id, "complete") == 1, "'", path, "' is incomplete");
   RunResult r;
   auto& s = r.spec;
-  s.trace = h5::attr_str(id, "trace");
-  s.source = h5::attr_str(id, "trace_source");
-  s.fingerprint = h5::attr_str(id, "fingerprint");
-  s.layer = h5::attr_i64(id, "layer");
-  s.params.tau = h5::attr_f64(id, "tau");
-  s.params.ring = h5::attr_i64(id, "ring");
-  s.params.tail = h5::attr_i64(id, "tail");
-  s.params.sinks = h5::attr_i64(id, "sinks");
-  s.params.gen_min = h5::attr_i64(id, "gen_min");
-  s.variant = parse_variant(h5::attr_str(id, "variant"));
-  s.storage = parse_state_storage(h5::attr_str(id, "storage"));
-  s.precision = tools::parse_precision(h5::attr_str(id, "precision"));
-  s.prefill = h5::attr_i64(id, "prefill");
-  s.bound = h5::attr_i64(id, "bound") != 0;
-  const int64_t S = h5::attr_i64(id, "steps");
+  s.trace = h5::attr_string(id, "trace");
+  s.source = h5::attr_string(id, "trace_source");
+  s.fingerprint = h5::attr_string(id, "fingerprint");
+  s.layer = h5::attr_int64(id, "layer");
+  s.params.tau = h5::attr_double(id, "tau");
+  s.params.ring = h5::attr_int64(id, "ring");
+  s.params.tail = h5::attr_int64(id, "tail");
+  s.params.sinks = h5::attr_int64(id, "sinks");
+  s.params.gen_min = h5::attr_int64(id, "gen_min");
+  s.variant = parse_variant(h5::attr_string(id, "variant"));
+  s.storage = parse_state_storage(h5::attr_string(id, "storage"));
+  s.precision = tools::parse_precision(h5::attr_string(id, "precision"));
+  s.prefill = h5::attr_int64(id, "prefill");
+  s.bound = h5::attr_int64(id, "bound") != 0;
+  const int64_t S = h5::attr_int64(id, "steps");
   // The spec's steps is what was asked (0 = to the end); the key records it.
-  const auto key = h5::attr_str(id, "key");
+  const auto key = h5::attr_string(id, "key");
   const auto sp = key.find(";steps=");
   s.steps = sp == std::string::npos ? S : std::stoll(key.substr(sp + 7));
   require(s.key() == key, "'", path, "': stored key does not match its attributes");
-  r.seconds = h5::attr_f64(id, "seconds");
-  r.cpu_seconds = h5::attr_f64(id, "cpu_seconds");
-  r.bound_cpu_seconds = h5::attr_f64(id, "bound_cpu_seconds");
-  r.position = h5::read_i64(id, "position", S);
+  r.seconds = h5::attr_double(id, "seconds");
+  r.cpu_seconds = h5::attr_double(id, "cpu_seconds");
+  r.bound_cpu_seconds = h5::attr_double(id, "bound_cpu_seconds");
+  r.position = h5::read<int64_t>(id, "position", S);
   r.steps = S;
-  const int64_t n = static_cast<int64_t>(h5::read_i8(id, "hit").size());
+  const int64_t n = static_cast<int64_t>(h5::read<int8_t>(id, "hit").size());
   require(S > 0 && n % S == 0, "'", path, "': bad shape of hit");
   r.heads = n / S;
-  r.hit = h5::read_i8(id, "hit", n);
-  r.lag = h5::read_i64(id, "lag", n);
-  r.keys_read = h5::read_i64(id, "keys_read", n);
-  r.depth = h5::read_i64(id, "depth", n);
-  r.rel_l2 = h5::read_f64(id, "rel_l2", n);
-  r.max_abs = h5::read_f64(id, "max_abs", n);
-  r.lse_err = h5::read_f64(id, "lse_err", n);
-  r.abs_l2 = h5::read_f64(id, "abs_l2", n);
-  r.delta_min = h5::read_f64(id, "delta_min", n);
-  r.delta_max = h5::read_f64(id, "delta_max", n);
-  r.rho = h5::read_f64(id, "rho", n);
-  r.rho_mac = h5::read_f64(id, "rho_mac", n);
-  r.bound = h5::read_f64(id, "bound", n);
-  r.bound_paper = h5::read_f64(id, "bound_paper", n);
+  r.hit = h5::read<int8_t>(id, "hit", n);
+  r.lag = h5::read<int64_t>(id, "lag", n);
+  r.keys_read = h5::read<int64_t>(id, "keys_read", n);
+  r.depth = h5::read<int64_t>(id, "depth", n);
+  r.rel_l2 = h5::read<double>(id, "rel_l2", n);
+  r.max_abs = h5::read<double>(id, "max_abs", n);
+  r.lse_err = h5::read<double>(id, "lse_err", n);
+  r.abs_l2 = h5::read<double>(id, "abs_l2", n);
+  r.delta_min = h5::read<double>(id, "delta_min", n);
+  r.delta_max = h5::read<double>(id, "delta_max", n);
+  r.rho = h5::read<double>(id, "rho", n);
+  r.rho_mac = h5::read<double>(id, "rho_mac", n);
+  r.bound = h5::read<double>(id, "bound", n);
+  r.bound_paper = h5::read<double>(id, "bound_paper", n);
   return r;
 }
 
 bool run_complete(const std::string& path, const RunSpec& spec) {
   if (!fs::exists(path)) return false;
-  auto f = h5::open_file(path);
-  if (!f.valid()) return false;
   try {
+    const h5::Handle f = h5::open_file(path);
     const hid_t id = f.get();
-    return h5::has_attr(id, "schema") && h5::attr_str(id, "schema") == kRunSchema && h5::has_attr(id, "complete") &&
-           h5::attr_i64(id, "complete") == 1 && h5::attr_str(id, "key") == spec.key();
+    return h5::has_attr(id, "schema") && h5::attr_string(id, "schema") == kRunSchema && h5::has_attr(id, "complete") &&
+           h5::attr_int64(id, "complete") == 1 && h5::attr_string(id, "key") == spec.key();
   } catch (const InputError&) {
     return false;
   }
@@ -500,32 +498,32 @@ bool run_complete(const std::string& path, const RunSpec& spec) {
 void write_exact(const std::string& path, const ExactCache& c) {
   tools::write_atomically(path, [&](const std::string& tmp) {
     auto f = h5::create_file(tmp);
-    h5::attr(f.get(), "schema", std::string(kExactSchema));
-    h5::attr(f.get(), "version", kExactVersion);
-    h5::attr(f.get(), "prefill", c.prefill);
-    h5::attr(f.get(), "steps", c.steps);
+    h5::write_attr(f.get(), "schema", std::string(kExactSchema));
+    h5::write_attr(f.get(), "version", kExactVersion);
+    h5::write_attr(f.get(), "prefill", c.prefill);
+    h5::write_attr(f.get(), "steps", c.steps);
     h5::write(f.get(), "exact_out",
               {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads), static_cast<hsize_t>(c.head_dim)},
-              c.out.data());
-    h5::write(f.get(), "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)}, c.lse.data());
-    h5::attr(f.get(), "complete", int64_t{1});
+              c.out, kLayout);
+    h5::write(f.get(), "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)}, c.lse,
+              kLayout);
+    h5::write_attr(f.get(), "complete", int64_t{1});
   });
 }
 
 bool read_exact(const std::string& path, int64_t prefill, int64_t steps, ExactCache& c) {
   if (!fs::exists(path)) return false;
-  auto f = h5::open_file(path);
-  if (!f.valid()) return false;
   try {
+    const h5::Handle f = h5::open_file(path);
     const hid_t id = f.get();
-    if (h5::attr_str(id, "schema") != kExactSchema || h5::attr_i64(id, "version") != kExactVersion ||
-        h5::attr_i64(id, "complete") != 1 || h5::attr_i64(id, "prefill") != prefill ||
-        h5::attr_i64(id, "steps") != steps)
+    if (h5::attr_string(id, "schema") != kExactSchema || h5::attr_int64(id, "version") != kExactVersion ||
+        h5::attr_int64(id, "complete") != 1 || h5::attr_int64(id, "prefill") != prefill ||
+        h5::attr_int64(id, "steps") != steps)
       return false;
     c.prefill = prefill;
     c.steps = steps;
-    c.out = h5::read_f64(id, "exact_out", steps * c.heads * c.head_dim);
-    c.lse = h5::read_f64(id, "exact_lse", steps * c.heads);
+    c.out = h5::read<double>(id, "exact_out", steps * c.heads * c.head_dim);
+    c.lse = h5::read<double>(id, "exact_lse", steps * c.heads);
     return true;
   } catch (const InputError&) {
     return false;
@@ -537,8 +535,6 @@ bool read_exact(const std::string& path, int64_t prefill, int64_t steps, ExactCa
 // ---------------------------------------------------------------------------------
 
 namespace {
-
-using h5::fmt;
 
 std::vector<std::string> config_columns() {
   return {"run", "trace", "layer", "tau", "ring", "tail", "sinks", "variant", "storage", "precision"};
@@ -608,7 +604,7 @@ std::string pair_key(const RunSpec& s, const std::string& without) {
 }  // namespace
 
 void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs) {
-  h5::Table t_runs, t_depth, t_lag, t_tau, t_hist, t_pairs;
+  Table t_runs, t_depth, t_lag, t_tau, t_hist, t_pairs;
   t_runs.columns = cat(config_columns(),
                        {"trace_source", "gen_min", "prefill", "steps", "heads", "hit_rate", "kv_fraction",
                         "rel_l2_p50", "rel_l2_p90", "rel_l2_p99", "rel_l2_max", "hit_rel_l2_p50", "hit_rel_l2_p99",
@@ -747,17 +743,17 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
     }
   }
 
-  const std::vector<std::pair<std::string, const h5::Table*>> tables = {
+  const std::vector<std::pair<std::string, const Table*>> tables = {
       {"runs", &t_runs},       {"error_vs_depth", &t_depth}, {"error_vs_lag", &t_lag},
       {"hit_rate", &t_tau},    {"bound_hist", &t_hist},      {"pairs", &t_pairs}};
   for (const auto& [name, t] : tables)
     tools::write_text_file((fs::path(out_dir) / (name + ".csv")).string(), t->csv());
   tools::write_atomically((fs::path(out_dir) / "study.h5").string(), [&](const std::string& tmp) {
     auto f = h5::create_file(tmp);
-    h5::attr(f.get(), "schema", std::string("mac-study"));
-    h5::attr(f.get(), "version", int64_t{1});
-    h5::attr(f.get(), "runs", static_cast<int64_t>(runs.size()));
-    h5::attr(f.get(), "git_commit", std::string(MAC_GIT_COMMIT));
+    h5::write_attr(f.get(), "schema", std::string("mac-study"));
+    h5::write_attr(f.get(), "version", int64_t{1});
+    h5::write_attr(f.get(), "runs", static_cast<int64_t>(runs.size()));
+    h5::write_attr(f.get(), "git_commit", std::string(MAC_GIT_COMMIT));
     for (const auto& [name, t] : tables) t->write_group(f.get(), name);
   });
 }
