@@ -1,9 +1,8 @@
 #include "mac/verify/report.hpp"
 
+#include "mac/io/h5.hpp"
 #include "mac/tools/files.hpp"
 #include "mac/verify/inputs.hpp"
-
-#include <hdf5.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,124 +16,9 @@ namespace {
 
 constexpr const char* kSchema = "mac-verify";
 constexpr int kVersion = 1;
-
-void h5check(herr_t e, const std::string& what) { require(e >= 0, "HDF5 error: ", what); }
-hid_t h5id(hid_t id, const std::string& what) {
-  require(id >= 0, "HDF5 error: ", what);
-  return id;
-}
-
-void attr_str(hid_t loc, const char* name, const std::string& v) {
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, std::max<size_t>(1, v.size()));
-  H5Tset_strpad(t, H5T_STR_NULLPAD);
-  hid_t s = H5Screate(H5S_SCALAR);
-  hid_t a = h5id(H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT), name);
-  h5check(H5Awrite(a, t, v.empty() ? "" : v.data()), name);
-  H5Aclose(a);
-  H5Sclose(s);
-  H5Tclose(t);
-}
-template <typename T>
-void attr_num(hid_t loc, const char* name, T v) {
-  hid_t mt = std::is_same<T, double>::value ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
-  hid_t s = H5Screate(H5S_SCALAR);
-  hid_t a = h5id(H5Acreate2(loc, name, mt, s, H5P_DEFAULT, H5P_DEFAULT), name);
-  h5check(H5Awrite(a, mt, &v), name);
-  H5Aclose(a);
-  H5Sclose(s);
-}
-std::string read_attr_str(hid_t loc, const char* name) {
-  require(H5Aexists(loc, name) > 0, "report: missing attribute ", name);
-  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-  hid_t t = H5Aget_type(a);
-  std::string out;
-  if (H5Tis_variable_str(t) > 0) {
-    char* p = nullptr;
-    hid_t mt = H5Tcopy(H5T_C_S1);
-    H5Tset_size(mt, H5T_VARIABLE);
-    H5Aread(a, mt, &p);
-    out = p ? p : "";
-    H5free_memory(p);
-    H5Tclose(mt);
-  } else {
-    const size_t n = H5Tget_size(t);
-    std::vector<char> buf(n + 1, 0);
-    H5Aread(a, t, buf.data());
-    out.assign(buf.data(), strnlen(buf.data(), n));
-  }
-  H5Tclose(t);
-  H5Aclose(a);
-  return out;
-}
-template <typename T>
-T read_attr_num(hid_t loc, const char* name) {
-  require(H5Aexists(loc, name) > 0, "report: missing attribute ", name);
-  T v{};
-  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-  H5Aread(a, std::is_same<T, double>::value ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, &v);
-  H5Aclose(a);
-  return v;
-}
-
-template <typename T>
-hid_t native();
-template <> hid_t native<double>() { return H5T_NATIVE_DOUBLE; }
-template <> hid_t native<float>() { return H5T_NATIVE_FLOAT; }
-template <> hid_t native<int64_t>() { return H5T_NATIVE_INT64; }
-template <> hid_t native<int8_t>() { return H5T_NATIVE_INT8; }
-
-template <typename T>
-void write_ds(hid_t loc, const char* name, const std::vector<T>& v, std::vector<hsize_t> dims = {}) {
-  if (dims.empty()) dims = {static_cast<hsize_t>(v.size())};
-  hid_t s = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-  hid_t d = h5id(H5Dcreate2(loc, name, native<T>(), s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name);
-  if (!v.empty()) h5check(H5Dwrite(d, native<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), name);
-  H5Dclose(d);
-  H5Sclose(s);
-}
-void write_str_ds(hid_t loc, const char* name, const std::vector<std::string>& v) {
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, H5T_VARIABLE);
-  hsize_t n = v.size();
-  hid_t s = H5Screate_simple(1, &n, nullptr);
-  hid_t d = h5id(H5Dcreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name);
-  std::vector<const char*> p;
-  for (const auto& x : v) p.push_back(x.c_str());
-  if (!p.empty()) h5check(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), name);
-  H5Dclose(d);
-  H5Sclose(s);
-  H5Tclose(t);
-}
-template <typename T>
-std::vector<T> read_ds(hid_t loc, const char* name) {
-  require(H5Lexists(loc, name, H5P_DEFAULT) > 0, "report: missing dataset ", name);
-  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
-  hid_t s = H5Dget_space(d);
-  const hssize_t n = H5Sget_simple_extent_npoints(s);
-  std::vector<T> v(static_cast<size_t>(n));
-  if (n > 0) h5check(H5Dread(d, native<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), name);
-  H5Sclose(s);
-  H5Dclose(d);
-  return v;
-}
-std::vector<std::string> read_str_ds(hid_t loc, const char* name) {
-  require(H5Lexists(loc, name, H5P_DEFAULT) > 0, "report: missing dataset ", name);
-  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
-  hid_t s = H5Dget_space(d);
-  const hssize_t n = H5Sget_simple_extent_npoints(s);
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, H5T_VARIABLE);
-  std::vector<char*> p(static_cast<size_t>(n), nullptr);
-  if (n > 0) h5check(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), name);
-  std::vector<std::string> out;
-  for (char* x : p) out.emplace_back(x ? x : "");
-  if (n > 0) H5Dvlen_reclaim(t, s, H5P_DEFAULT, p.data());
-  H5Tclose(t);
-  H5Sclose(s);
-  H5Dclose(d);
-  return out;
-}
+// The file formats (docs/verification.md): fixed-length string attributes, contiguous numeric
+// datasets, variable-length string datasets.
+constexpr h5::Str kStringDatasets = h5::Str::kVariable;
 
 // Field tables: one place lists what the report holds per case and per head.
 struct I64Field { const char* name; int64_t CaseResult::*p; };
@@ -199,33 +83,35 @@ int Report::count(CaseStatus s) const {
 
 void write_report(const std::string& path, const Report& r) {
   tools::write_atomically(path, [&](const std::string& tmp) {
-    hid_t f = h5id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create " + tmp);
+    const h5::Handle file = h5::create_file(tmp);
+    const hid_t f = file.get();
     const auto& m = r.meta;
-    attr_str(f, "schema", kSchema);
-    attr_num<int64_t>(f, "version", kVersion);
-    attr_str(f, "git_commit", m.git_commit);
-    attr_str(f, "device", m.device);
-    attr_str(f, "mode", m.mode);
-    attr_str(f, "impl", m.impl);
-    attr_str(f, "subset", m.subset);
-    attr_str(f, "shard", m.shard);
-    attr_str(f, "command", m.command);
-    attr_str(f, "created", m.created);
-    attr_str(f, "matrix_fnv1a", m.matrix_sha);
-    attr_num<double>(f, "tol_out_rel_l2", m.tol.out_rel_l2);
-    attr_num<double>(f, "tol_lse", m.tol.lse);
-    attr_num<double>(f, "tol_entry_rel_l2", m.tol.entry_rel_l2);
-    attr_num<double>(f, "tol_entry_lse", m.tol.entry_lse);
-    attr_num<double>(f, "wall_s", m.wall_s);
-    attr_num<int64_t>(f, "threads", m.threads);
-    attr_num<int64_t>(f, "cases", static_cast<int64_t>(r.cases.size()));
-    attr_num<int64_t>(f, "passed", r.count(CaseStatus::kPass));
-    attr_num<int64_t>(f, "failed", r.count(CaseStatus::kFail));
-    attr_num<int64_t>(f, "skipped", r.count(CaseStatus::kSkip));
-    attr_num<int64_t>(f, "errors", r.count(CaseStatus::kError));
+    h5::write_attr(f, "schema", kSchema);
+    h5::write_attr(f, "version", int64_t{kVersion});
+    h5::write_attr(f, "git_commit", m.git_commit);
+    h5::write_attr(f, "device", m.device);
+    h5::write_attr(f, "mode", m.mode);
+    h5::write_attr(f, "impl", m.impl);
+    h5::write_attr(f, "subset", m.subset);
+    h5::write_attr(f, "shard", m.shard);
+    h5::write_attr(f, "command", m.command);
+    h5::write_attr(f, "created", m.created);
+    h5::write_attr(f, "matrix_fnv1a", m.matrix_sha);
+    h5::write_attr(f, "tol_out_rel_l2", m.tol.out_rel_l2);
+    h5::write_attr(f, "tol_lse", m.tol.lse);
+    h5::write_attr(f, "tol_entry_rel_l2", m.tol.entry_rel_l2);
+    h5::write_attr(f, "tol_entry_lse", m.tol.entry_lse);
+    h5::write_attr(f, "wall_s", m.wall_s);
+    h5::write_attr(f, "threads", int64_t{m.threads});
+    h5::write_attr(f, "cases", static_cast<int64_t>(r.cases.size()));
+    h5::write_attr(f, "passed", int64_t{r.count(CaseStatus::kPass)});
+    h5::write_attr(f, "failed", int64_t{r.count(CaseStatus::kFail)});
+    h5::write_attr(f, "skipped", int64_t{r.count(CaseStatus::kSkip)});
+    h5::write_attr(f, "errors", int64_t{r.count(CaseStatus::kError)});
 
-    hid_t g = h5id(H5Gcreate2(f, "cases", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "/cases");
     {
+      const h5::Handle cases = h5::create_group(f, "cases");
+      const hid_t g = cases.get();
       std::vector<int64_t> id;
       std::vector<int8_t> st;
       std::vector<std::string> fam, line, message;
@@ -236,25 +122,25 @@ void write_report(const std::string& path, const Report& r) {
         line.push_back(c.spec.to_line());
         message.push_back(c.message);
       }
-      write_ds(g, "id", id);
-      write_ds(g, "status", st);
-      write_str_ds(g, "family", fam);
-      write_str_ds(g, "line", line);
-      write_str_ds(g, "message", message);
+      h5::write(g, "id", id);
+      h5::write(g, "status", st);
+      h5::write_strings(g, "family", fam, kStringDatasets);
+      h5::write_strings(g, "line", line, kStringDatasets);
+      h5::write_strings(g, "message", message, kStringDatasets);
       for (const auto& fl : case_i64()) {
         std::vector<int64_t> v;
         for (const auto& c : r.cases) v.push_back(c.*(fl.p));
-        write_ds(g, fl.name, v);
+        h5::write(g, fl.name, v);
       }
       for (const auto& fl : case_f64()) {
         std::vector<double> v;
         for (const auto& c : r.cases) v.push_back(c.*(fl.p));
-        write_ds(g, fl.name, v);
+        h5::write(g, fl.name, v);
       }
     }
-    H5Gclose(g);
-    g = h5id(H5Gcreate2(f, "heads", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "/heads");
     {
+      const h5::Handle heads = h5::create_group(f, "heads");
+      const hid_t g = heads.get();
       std::vector<int64_t> cid, req, head;
       std::vector<int8_t> failed;
       for (const auto& c : r.cases)
@@ -264,108 +150,97 @@ void write_report(const std::string& path, const Report& r) {
           head.push_back(h.head);
           failed.push_back(h.failed ? 1 : 0);
         }
-      write_ds(g, "case_id", cid);
-      write_ds(g, "request", req);
-      write_ds(g, "head", head);
-      write_ds(g, "failed", failed);
+      h5::write(g, "case_id", cid);
+      h5::write(g, "request", req);
+      h5::write(g, "head", head);
+      h5::write(g, "failed", failed);
       for (const auto& fl : head_i64()) {
         std::vector<int64_t> v;
         for (const auto& c : r.cases)
           for (const auto& h : c.heads) v.push_back(h.*(fl.p));
-        write_ds(g, fl.name, v);
+        h5::write(g, fl.name, v);
       }
       for (const auto& fl : head_f64()) {
         std::vector<double> v;
         for (const auto& c : r.cases)
           for (const auto& h : c.heads) v.push_back(h.*(fl.p));
-        write_ds(g, fl.name, v);
+        h5::write(g, fl.name, v);
       }
     }
-    H5Gclose(g);
-    h5check(H5Fclose(f), "close " + tmp);
   });
 }
 
 Report read_report(const std::string& path) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // our messages name the file and dataset
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  require(f >= 0, "report file '", path, "' cannot be opened as HDF5");
+  const h5::Handle file = h5::open_file(path);
+  const hid_t f = file.get();
   Report r;
-  try {
-    require(read_attr_str(f, "schema") == kSchema, "report '", path, "': schema is not ", kSchema);
-    const auto v = read_attr_num<int64_t>(f, "version");
-    require(v == kVersion, "report '", path, "': version ", v, " is not ", kVersion);
-    auto& m = r.meta;
-    m.git_commit = read_attr_str(f, "git_commit");
-    m.device = read_attr_str(f, "device");
-    m.mode = read_attr_str(f, "mode");
-    m.impl = read_attr_str(f, "impl");
-    m.subset = read_attr_str(f, "subset");
-    m.shard = read_attr_str(f, "shard");
-    m.command = read_attr_str(f, "command");
-    m.created = read_attr_str(f, "created");
-    m.matrix_sha = read_attr_str(f, "matrix_fnv1a");
-    m.tol.out_rel_l2 = read_attr_num<double>(f, "tol_out_rel_l2");
-    m.tol.lse = read_attr_num<double>(f, "tol_lse");
-    m.tol.entry_rel_l2 = read_attr_num<double>(f, "tol_entry_rel_l2");
-    m.tol.entry_lse = read_attr_num<double>(f, "tol_entry_lse");
-    m.wall_s = read_attr_num<double>(f, "wall_s");
-    m.threads = static_cast<int>(read_attr_num<int64_t>(f, "threads"));
-    hid_t g = H5Gopen2(f, "cases", H5P_DEFAULT);
-    require(g >= 0, "report '", path, "': missing group /cases");
-    const auto id = read_ds<int64_t>(g, "id");
-    const auto st = read_ds<int8_t>(g, "status");
-    const auto line = read_str_ds(g, "line");
-    const auto message = read_str_ds(g, "message");
-    r.cases.resize(id.size());
-    for (size_t i = 0; i < id.size(); ++i) {
-      r.cases[i].spec = parse_case(line[i]);
-      r.cases[i].status = static_cast<CaseStatus>(st[i]);
-      r.cases[i].message = message[i];
-    }
-    for (const auto& fl : case_i64()) {
-      const auto v = read_ds<int64_t>(g, fl.name);
-      for (size_t i = 0; i < v.size() && i < r.cases.size(); ++i) r.cases[i].*(fl.p) = v[i];
-    }
-    for (const auto& fl : case_f64()) {
-      const auto v = read_ds<double>(g, fl.name);
-      for (size_t i = 0; i < v.size() && i < r.cases.size(); ++i) r.cases[i].*(fl.p) = v[i];
-    }
-    H5Gclose(g);
-    g = H5Gopen2(f, "heads", H5P_DEFAULT);
-    require(g >= 0, "report '", path, "': missing group /heads");
-    const auto cid = read_ds<int64_t>(g, "case_id");
-    const auto req = read_ds<int64_t>(g, "request");
-    const auto head = read_ds<int64_t>(g, "head");
-    const auto failed = read_ds<int8_t>(g, "failed");
-    std::map<int64_t, size_t> index;
-    for (size_t i = 0; i < r.cases.size(); ++i) index[r.cases[i].spec.id] = i;
-    std::vector<std::pair<size_t, size_t>> where(cid.size());
-    for (size_t k = 0; k < cid.size(); ++k) {
-      auto it = index.find(cid[k]);
-      require(it != index.end(), "report '", path, "': head row ", k, " names unknown case ", cid[k]);
-      auto& c = r.cases[it->second];
-      HeadMetrics hm;
-      hm.request = static_cast<int>(req[k]);
-      hm.head = static_cast<int>(head[k]);
-      hm.failed = failed[k] != 0;
-      c.heads.push_back(hm);
-      where[k] = {it->second, c.heads.size() - 1};
-    }
-    for (const auto& fl : head_i64()) {
-      const auto v = read_ds<int64_t>(g, fl.name);
-      for (size_t k = 0; k < v.size(); ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
-    }
-    for (const auto& fl : head_f64()) {
-      const auto v = read_ds<double>(g, fl.name);
-      for (size_t k = 0; k < v.size(); ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
-    }
-    H5Gclose(g);
-  } catch (...) {
-    H5Fclose(f);
-    throw;
+  require(h5::attr_string(f, "schema") == kSchema, "report '", path, "': schema is not ", kSchema);
+  const auto v = h5::attr_int64(f, "version");
+  require(v == kVersion, "report '", path, "': version ", v, " is not ", kVersion);
+  auto& m = r.meta;
+  m.git_commit = h5::attr_string(f, "git_commit");
+  m.device = h5::attr_string(f, "device");
+  m.mode = h5::attr_string(f, "mode");
+  m.impl = h5::attr_string(f, "impl");
+  m.subset = h5::attr_string(f, "subset");
+  m.shard = h5::attr_string(f, "shard");
+  m.command = h5::attr_string(f, "command");
+  m.created = h5::attr_string(f, "created");
+  m.matrix_sha = h5::attr_string(f, "matrix_fnv1a");
+  m.tol.out_rel_l2 = h5::attr_double(f, "tol_out_rel_l2");
+  m.tol.lse = h5::attr_double(f, "tol_lse");
+  m.tol.entry_rel_l2 = h5::attr_double(f, "tol_entry_rel_l2");
+  m.tol.entry_lse = h5::attr_double(f, "tol_entry_lse");
+  m.wall_s = h5::attr_double(f, "wall_s");
+  m.threads = static_cast<int>(h5::attr_int64(f, "threads"));
+  h5::Handle group = h5::open_group(f, "cases");
+  hid_t g = group.get();
+  const auto id = h5::read<int64_t>(g, "id");
+  const auto st = h5::read<int8_t>(g, "status");
+  const auto line = h5::read_strings(g, "line");
+  const auto message = h5::read_strings(g, "message");
+  r.cases.resize(id.size());
+  for (size_t i = 0; i < id.size(); ++i) {
+    r.cases[i].spec = parse_case(line[i]);
+    r.cases[i].status = static_cast<CaseStatus>(st[i]);
+    r.cases[i].message = message[i];
   }
-  H5Fclose(f);
+  for (const auto& fl : case_i64()) {
+    const auto v = h5::read<int64_t>(g, fl.name);
+    for (size_t i = 0; i < v.size() && i < r.cases.size(); ++i) r.cases[i].*(fl.p) = v[i];
+  }
+  for (const auto& fl : case_f64()) {
+    const auto v = h5::read<double>(g, fl.name);
+    for (size_t i = 0; i < v.size() && i < r.cases.size(); ++i) r.cases[i].*(fl.p) = v[i];
+  }
+  group = h5::open_group(f, "heads");
+  g = group.get();
+  const auto cid = h5::read<int64_t>(g, "case_id");
+  const auto req = h5::read<int64_t>(g, "request");
+  const auto head = h5::read<int64_t>(g, "head");
+  const auto failed = h5::read<int8_t>(g, "failed");
+  std::map<int64_t, size_t> index;
+  for (size_t i = 0; i < r.cases.size(); ++i) index[r.cases[i].spec.id] = i;
+  std::vector<std::pair<size_t, size_t>> where(cid.size());
+  for (size_t k = 0; k < cid.size(); ++k) {
+    auto it = index.find(cid[k]);
+    require(it != index.end(), "report '", path, "': head row ", k, " names unknown case ", cid[k]);
+    auto& c = r.cases[it->second];
+    HeadMetrics hm;
+    hm.request = static_cast<int>(req[k]);
+    hm.head = static_cast<int>(head[k]);
+    hm.failed = failed[k] != 0;
+    c.heads.push_back(hm);
+    where[k] = {it->second, c.heads.size() - 1};
+  }
+  for (const auto& fl : head_i64()) {
+    const auto v = h5::read<int64_t>(g, fl.name);
+    for (size_t k = 0; k < v.size(); ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
+  }
+  for (const auto& fl : head_f64()) {
+    const auto v = h5::read<double>(g, fl.name);
+    for (size_t k = 0; k < v.size(); ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
+  }
   return r;
 }
 
@@ -483,32 +358,34 @@ std::string summary_table(const Report& r) {
 void write_failure_file(const std::string& path, const CaseResult& res, const ReportMeta& meta, size_t max_input_bytes) {
   const CaseInputs in = make_inputs(res.spec);
   tools::write_atomically(path, [&](const std::string& tmp) {
-    hid_t f = h5id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create " + tmp);
-    attr_str(f, "schema", "mac-verify-case");
-    attr_num<int64_t>(f, "version", kVersion);
-    attr_str(f, "case_line", res.spec.to_line());
-    attr_str(f, "status", to_string(res.status));
-    attr_str(f, "message", res.message);
-    attr_str(f, "git_commit", meta.git_commit);
-    attr_str(f, "device", meta.device);
-    attr_str(f, "impl", meta.impl);
+    const h5::Handle file = h5::create_file(tmp);
+    const hid_t f = file.get();
+    h5::write_attr(f, "schema", "mac-verify-case");
+    h5::write_attr(f, "version", int64_t{kVersion});
+    h5::write_attr(f, "case_line", res.spec.to_line());
+    h5::write_attr(f, "status", to_string(res.status));
+    h5::write_attr(f, "message", res.message);
+    h5::write_attr(f, "git_commit", meta.git_commit);
+    h5::write_attr(f, "device", meta.device);
+    h5::write_attr(f, "impl", meta.impl);
     size_t bytes = 0;
     for (const auto& rq : in.requests)
       bytes += 4 * (rq.layer.q_pre.size() + rq.layer.q_post.size() + rq.layer.k.size() + rq.layer.v.size());
-    attr_num<int64_t>(f, "inputs_stored", bytes <= max_input_bytes ? 1 : 0);
+    h5::write_attr(f, "inputs_stored", int64_t{bytes <= max_input_bytes ? 1 : 0});
     const int N = res.spec.batch, Hq = res.spec.Hq(), D = res.spec.D;
     for (int i = 0; i < N; ++i) {
       const auto& rq = in.requests[static_cast<size_t>(i)];
       const std::string gname = msg("request_", i);
-      hid_t g = h5id(H5Gcreate2(f, gname.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), gname);
-      attr_num<int64_t>(g, "prompt", rq.prompt);
-      attr_num<int64_t>(g, "ready", rq.ready ? 1 : 0);
+      const h5::Handle group = h5::create_group(f, gname);
+      const hid_t g = group.get();
+      h5::write_attr(g, "prompt", static_cast<int64_t>(rq.prompt));
+      h5::write_attr(g, "ready", int64_t{rq.ready ? 1 : 0});
       if (bytes <= max_input_bytes) {
         const hsize_t T = static_cast<hsize_t>(rq.layer.tokens);
-        write_ds(g, "q_pre", rq.layer.q_pre, {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)});
-        write_ds(g, "q_post", rq.layer.q_post, {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)});
-        write_ds(g, "k", rq.layer.k, {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)});
-        write_ds(g, "v", rq.layer.v, {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)});
+        h5::write(g, "q_pre", {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)}, rq.layer.q_pre);
+        h5::write(g, "q_post", {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)}, rq.layer.q_post);
+        h5::write(g, "k", {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)}, rq.layer.k);
+        h5::write(g, "v", {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)}, rq.layer.v);
       }
       // Outputs per step: [S, Hq] and [S, Hq, D].
       const size_t S = res.steps.size();
@@ -543,43 +420,32 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
         }
       }
       const std::vector<hsize_t> sh = {S, static_cast<hsize_t>(Hq)}, shd = {S, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)};
-      write_ds(g, "position", position);
-      write_ds(g, "expected_hit", ehit, sh);
-      write_ds(g, "actual_hit", ahit, sh);
-      write_ds(g, "expected_match_pos", epos, sh);
-      write_ds(g, "actual_match_pos", apos, sh);
-      write_ds(g, "expected_keys_read", ekeys, sh);
-      write_ds(g, "actual_keys_read", akeys, sh);
-      write_ds(g, "expected_out", eout, shd);
-      write_ds(g, "actual_out", aout, shd);
-      write_ds(g, "expected_lse", e_lse, sh);
-      write_ds(g, "actual_lse", alse, sh);
-      write_ds(g, "exact_out", xout, shd);
-      write_ds(g, "exact_lse", xlse, sh);
-      write_ds(g, "expected_entry_o", eent, shd);
-      write_ds(g, "actual_entry_o", aent, shd);
-      write_ds(g, "expected_entry_lse", eentl, sh);
-      write_ds(g, "actual_entry_lse", aentl, sh);
-      H5Gclose(g);
+      h5::write(g, "position", position);
+      h5::write(g, "expected_hit", sh, ehit);
+      h5::write(g, "actual_hit", sh, ahit);
+      h5::write(g, "expected_match_pos", sh, epos);
+      h5::write(g, "actual_match_pos", sh, apos);
+      h5::write(g, "expected_keys_read", sh, ekeys);
+      h5::write(g, "actual_keys_read", sh, akeys);
+      h5::write(g, "expected_out", shd, eout);
+      h5::write(g, "actual_out", shd, aout);
+      h5::write(g, "expected_lse", sh, e_lse);
+      h5::write(g, "actual_lse", sh, alse);
+      h5::write(g, "exact_out", shd, xout);
+      h5::write(g, "exact_lse", sh, xlse);
+      h5::write(g, "expected_entry_o", shd, eent);
+      h5::write(g, "actual_entry_o", shd, aent);
+      h5::write(g, "expected_entry_lse", sh, eentl);
+      h5::write(g, "actual_entry_lse", sh, aentl);
     }
-    h5check(H5Fclose(f), "close " + tmp);
   });
 }
 
 std::string read_failure_case_line(const std::string& path) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  require(f >= 0, "replay file '", path, "' cannot be opened as HDF5");
-  std::string line;
-  try {
-    require(read_attr_str(f, "schema") == "mac-verify-case", "replay file '", path, "': schema is not mac-verify-case");
-    line = read_attr_str(f, "case_line");
-  } catch (...) {
-    H5Fclose(f);
-    throw;
-  }
-  H5Fclose(f);
-  return line;
+  const h5::Handle f = h5::open_file(path);
+  require(h5::attr_string(f.get(), "schema") == "mac-verify-case", "replay file '", path,
+          "': schema is not mac-verify-case");
+  return h5::attr_string(f.get(), "case_line");
 }
 
 }  // namespace mac::verify
