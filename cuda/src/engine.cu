@@ -199,7 +199,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (cfg.max_context < 1 || cfg.max_context > kMaxContext)
     return {StatusCode::kContextTooLong, cat("max_context = ", cfg.max_context, " must be in [1, ", kMaxContext, "]")};
   if (cfg.ring < 1) return invalid(cat("ring = ", cfg.ring, " must be ≥ 1"));
-  // kv_chunk = 0: the item size is chosen per step on the device (internal.cuh auto_chunk).
+  // kv_chunk = 0: the item size is chosen per step on the device (work_items.hpp auto_chunk).
   if (cfg.kv_chunk != 0 && (cfg.kv_chunk < 16 || cfg.kv_chunk > (1 << 20) || !detail::is_pow2(cfg.kv_chunk)))
     return invalid(cat("kv_chunk = ", cfg.kv_chunk, " must be 0 (automatic) or a power of two in [16, 2^20]"));
   MAC_CUDA_TRY(cudaSetDevice(cfg.device));

@@ -1,7 +1,8 @@
 #pragma once
-// Internal device-side vocabulary of mac_cuda: the kernel parameter block, the work-item
-// decomposition shared by the scheduler, the amend kernel and the combine kernel, and the
-// device twin of the attention-state algebra (base-2 inside, natural log at the boundary).
+// Internal device-side vocabulary of mac_cuda: the kernel parameter block, the per-head and
+// per-row records the kernels pass on, and the device twin of the attention-state algebra
+// (base-2 inside, natural log at the boundary). The work-item decomposition shared by the
+// schedule, amend and combine kernels is plain C++ in work_items.hpp.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
