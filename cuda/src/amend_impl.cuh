@@ -107,9 +107,10 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-/*! \brief Which (row, KV head, key range) global item `item` is (row < 0: none left). */
+/*! \brief Which (row, KV head, key range) global item `item` is (row < 0: none left);
+ *  ptrow: the row's page-table row (row_pt[row] in prefill mode, else row). */
 struct ItemDesc {
-  int item, row, hk, a, b, cat, ntiles;
+  int item, row, ptrow, hk, a, b, cat, ntiles;
 };
 
 template <int D, bool kBulk>
@@ -118,6 +119,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   using Cfg = AmendCfg<D, kBulk>;
   constexpr int S = Cfg::kStages, CPR = Cfg::kCpr, NT = D / 8, KS = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
+  wait_prior_grid_then_release_next();  // the schedule kernel's outputs are read below
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t wsmem = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kWarpSmem;
   const int total = __ldg(p.group_off + p.N * p.Hkv);
@@ -145,25 +147,30 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // ---- loader: walks the same (item, tile) sequence as the consumer, S−1 tiles ahead ----
   // No dependent lookup may stall the warp on the way: under a saturated L2 each costs
   // microseconds. Item descriptions therefore flow through a three-stage pipeline, one
-  // stage per item: claim (atomic, lane 0) → item_group[] → groups[]/group_off[] → range;
+  // stage per item: claim (atomic, lane 0) → item_group[] → groups[]/group_off[]/row_pt[] → range;
   // and each tile's page id is loaded one tile before its copies are issued.
   auto claim = [&]() { return lane == 0 ? W + atomicAdd(p.work + 1, 1) : 0; };  // lane 0's value
-  // (item, group) of a claimed item id; group −1 past the last item.
-  auto group_of = [&](int c) { return make_int2(c, c < total ? __ldg(p.item_group + c) : -1); };
-  struct Pending {  // an item whose group description is in flight
-    int c, gi, off;
+  struct Claimed {  // a claimed item (the claim id is the item id) whose group is loading
+    int item, gi;    // gi = −1 past the last item
+  };
+  auto group_of = [&](int c) { return Claimed{c, c < total ? __ldg(p.item_group + c) : -1}; };
+  struct Pending {  // an item whose group description (and page-table row) is in flight
+    int c, gi, off, ptrow;
     GroupDesc g;
   };
-  auto fetch = [&](int2 ig) {
+  auto fetch = [&](Claimed ig) {
     Pending n;
-    n.c = ig.x;
-    const int gi = ig.y;
+    n.c = ig.item;
+    const int gi = ig.gi;
     n.gi = gi;
     n.off = 0;
+    n.ptrow = 0;
     n.g = GroupDesc{0, 0, 0, 0};
     if (gi >= 0) {
       n.g = p.groups[gi];
       n.off = __ldg(p.group_off + gi);
+      const int row = gi / p.Hkv;
+      n.ptrow = p.row_pt ? __ldg(p.row_pt + row) : row;
     }
     return n;
   };
@@ -172,11 +179,12 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     d.item = n.c;
     if (n.gi < 0) {
       d.row = -1;
-      d.hk = d.a = d.b = d.cat = d.ntiles = 0;
+      d.ptrow = d.hk = d.a = d.b = d.cat = d.ntiles = 0;
       return d;
     }
     const ItemRange r = group_item(n.g, n.c - n.off, cut);
     d.row = n.gi / p.Hkv;
+    d.ptrow = n.ptrow;
     d.hk = n.gi % p.Hkv;
     d.a = r.a;
     d.b = r.b;
@@ -189,7 +197,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   const int c1 = __shfl_sync(0xffffffffu, claim(), 0);
   Pending n1 = fetch(group_of(c1));                 // item after ld: group description loading
   const int c2 = __shfl_sync(0xffffffffu, claim(), 0);
-  int2 ig2 = group_of(c2);                          // the one after: (item, group) loading
+  Claimed ig2 = group_of(c2);                       // the one after: its group loading
   int c3 = claim();                                 // and the next: claim in flight (lane 0)
   int ld_tile = 0, ld_started = 1;
   if (lane == 0) started[warp][0] = ld;
@@ -200,8 +208,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     return key < d.b ? key : d.b - 1;
   };
   auto page_of = [&](const ItemDesc& d, int key) {
-    const int ptrow = p.row_pt ? __ldg(p.row_pt + d.row) : d.row;
-    return __ldg(p.page_table + static_cast<int64_t>(ptrow) * p.max_pages + key / p.page_size);
+    return __ldg(p.page_table + static_cast<int64_t>(d.ptrow) * p.max_pages + key / p.page_size);
   };
   int ld_key = tile_key(ld, 0);
   int ld_page = page_of(ld, ld_key);
@@ -442,17 +449,16 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   if constexpr (!kBulk) cp_async_wait<0>();
 }
 
+template <int D, bool kBulk>
+cudaError_t launch_amend_one(const KParams& p, int grid, bool pdl, cudaStream_t stream) {
+  using Cfg = AmendCfg<D, kBulk>;
+  return launch_kernel(amend_kernel<D, kBulk>, grid, Cfg::kThreads, Cfg::kSmem, stream, pdl, p);
+}
+
 template <int D>
-cudaError_t launch_amend_impl(const KParams& p, int grid, bool bulk, cudaStream_t stream) {
+cudaError_t launch_amend_impl(const KParams& p, int grid, bool bulk, bool pdl, cudaStream_t stream) {
   // The smem limits were raised by amend_grid_impl (Engine::create).
-  if (bulk) {
-    using Cfg = AmendCfg<D, true>;
-    amend_kernel<D, true><<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
-  } else {
-    using Cfg = AmendCfg<D, false>;
-    amend_kernel<D, false><<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
-  }
-  return cudaGetLastError();
+  return bulk ? launch_amend_one<D, true>(p, grid, pdl, stream) : launch_amend_one<D, false>(p, grid, pdl, stream);
 }
 
 template <int D, bool kBulk>

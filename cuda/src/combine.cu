@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   // One block per (row, query head); its warps merge contiguous shares of the head's
   // items, then warp 0 merges the shares in order. The order is fixed by the item count
   // alone, so full attention and ineligible MAC rows still merge identically.
+  wait_prior_grid_then_release_next();  // the amend kernel's partial states are read below
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wid = blockIdx.x;
   if (wid >= p.N * p.Hq) return;
@@ -198,23 +199,30 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   }
 }
 
-cudaError_t launch_combine(const KParams& p, bool k3_only, cudaStream_t s) {
+template <int D, bool kAllOnly>
+cudaError_t launch_combine_d(const KParams& p, int k3_only, bool pdl, cudaStream_t s) {
   const int grid = p.N * p.Hq, warps = combine_warps(grid);
-  const bool all_only = p.mode == kModeFull && !k3_only;
-#define MAC_COMBINE_WARPS(DIM, ALL)                                                          \
-  (warps == 8   ? combine_kernel<DIM, ALL, 8><<<grid, 256, 0, s>>>(p, k3_only)              \
-   : warps == 4 ? combine_kernel<DIM, ALL, 4><<<grid, 128, 0, s>>>(p, k3_only)              \
-                : combine_kernel<DIM, ALL, 2><<<grid, 64, 0, s>>>(p, k3_only))
-#define MAC_COMBINE_LAUNCH(DIM) (all_only ? MAC_COMBINE_WARPS(DIM, true) : MAC_COMBINE_WARPS(DIM, false))
+  if (warps == 8) return launch_kernel(combine_kernel<D, kAllOnly, 8>, grid, 256, 0, s, pdl, p, k3_only);
+  if (warps == 4) return launch_kernel(combine_kernel<D, kAllOnly, 4>, grid, 128, 0, s, pdl, p, k3_only);
+  return launch_kernel(combine_kernel<D, kAllOnly, 2>, grid, 64, 0, s, pdl, p, k3_only);
+}
+
+cudaError_t launch_combine(const KParams& p, bool k3_only, bool pdl, cudaStream_t s) {
+  const int k3 = k3_only ? 1 : 0;
+  if (p.mode == kModeFull && !k3_only) {  // only the in-order merge: the lean instantiation
+    switch (p.D) {
+      case 64: return launch_combine_d<64, true>(p, k3, pdl, s);
+      case 128: return launch_combine_d<128, true>(p, k3, pdl, s);
+      case 256: return launch_combine_d<256, true>(p, k3, pdl, s);
+      default: return cudaErrorInvalidValue;
+    }
+  }
   switch (p.D) {
-    case 64: MAC_COMBINE_LAUNCH(64); break;
-    case 128: MAC_COMBINE_LAUNCH(128); break;
-    case 256: MAC_COMBINE_LAUNCH(256); break;
+    case 64: return launch_combine_d<64, false>(p, k3, pdl, s);
+    case 128: return launch_combine_d<128, false>(p, k3, pdl, s);
+    case 256: return launch_combine_d<256, false>(p, k3, pdl, s);
     default: return cudaErrorInvalidValue;
   }
-#undef MAC_COMBINE_LAUNCH
-#undef MAC_COMBINE_WARPS
-  return cudaGetLastError();
 }
 
 // Streaming read: each thread sums 16-byte words grid-stride; the xor result goes to `sink`

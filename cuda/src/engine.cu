@@ -396,20 +396,24 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
 
 Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   const int D = cfg.head_dim;
-  if (mode == detail::kModeMac || mode == kModeMatchOnly) MAC_CUDA_TRY(detail::launch_match(kp, s));
+  // The step's first kernel follows whatever the caller queued; the rest follow a kernel of
+  // this step and may launch as programmatic dependents (EngineConfig::dependent_launch).
+  const bool pdl = cfg.dependent_launch;
+  const bool k1 = mode == detail::kModeMac || mode == kModeMatchOnly;
+  if (k1) MAC_CUDA_TRY(detail::launch_match(kp, s));
   if (mode == kModeMatchOnly) return Status::Ok();
-  MAC_CUDA_TRY(detail::launch_schedule(kp, s));
+  MAC_CUDA_TRY(detail::launch_schedule(kp, pdl && k1, s));
   MAC_CUDA_TRY(MAC_DISPATCH_HEAD_DIM(D, detail::launch_amend_d64, detail::launch_amend_d128,
-                                     detail::launch_amend_d256, kp, grid, bulk, s));
+                                     detail::launch_amend_d256, kp, grid, bulk, pdl, s));
   const bool side_k3 = mode == detail::kModeMac && !kp.k3_in_combine;
   if (side_k3) {
     // K3 on the side stream: forked after the amend kernel, joined by one event.
     MAC_CUDA_TRY(cudaEventRecord(ev_fork, s));
     MAC_CUDA_TRY(cudaStreamWaitEvent(side, ev_fork, 0));
-    MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/true, side));
+    MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/true, /*pdl=*/false, side));
     MAC_CUDA_TRY(cudaEventRecord(ev_join, side));
   }
-  MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/false, s));
+  MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/false, pdl, s));
   if (side_k3) MAC_CUDA_TRY(cudaStreamWaitEvent(s, ev_join, 0));
   return Status::Ok();
 }

@@ -21,6 +21,19 @@ __host__ __device__ inline float lse_log2_to_natural(float lse2) { return lse2 *
 /*! \brief Natural-log LSE → base 2 (ring entries are stored in natural log). */
 __host__ __device__ inline float lse_natural_to_log2(float lse) { return lse * kLog2e; }
 
+/*! \brief Programmatic dependent launch (sm_90), called first by every kernel of a step:
+ *  wait until the kernel before it in the stream has finished and its writes are visible,
+ *  then allow the next kernel to launch. Waiting first keeps at most two grids of a step
+ *  resident, the running one and the next (whose blocks wait here), so a waiting grid can
+ *  never hold resources that blocks of a grid it waits for still need. Without the launch
+ *  attribute (launch_kernel, pdl = false) both instructions are no-ops. */
+__device__ __forceinline__ void wait_prior_grid_then_release_next() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 /*! \brief Row modes of one launch. */
 enum Mode : int {
   kModeFull = 0,     // exact attention, nothing written to rings

@@ -1,14 +1,36 @@
 #pragma once
 // Host-side launchers of the kernels (internal; CUDA types allowed here, not in the API).
+#include <utility>
+
 #include "internal.cuh"
 
 namespace mac::cuda::detail {
 
+/*! \brief Launches `kernel` on `s`; with `pdl` as a programmatic dependent of the kernel
+ *  before it in the stream (its blocks may start while that one drains and wait in
+ *  wait_prior_grid_then_release_next). Also inside stream capture (a programmatic edge). */
+template <typename... KArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool pdl,
+                          Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = pdl ? attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
 // K2 amend kernel, one instantiation per head dimension (one .cu file each).
 constexpr int kAmendWarps = 4;  // warps per block of the persistent amend grid
-cudaError_t launch_amend_d64(const KParams& p, int grid, bool bulk, cudaStream_t s);
-cudaError_t launch_amend_d128(const KParams& p, int grid, bool bulk, cudaStream_t s);
-cudaError_t launch_amend_d256(const KParams& p, int grid, bool bulk, cudaStream_t s);
+// `pdl`: launched as a programmatic dependent of the kernel before it (launch_kernel).
+cudaError_t launch_amend_d64(const KParams& p, int grid, bool bulk, bool pdl, cudaStream_t s);
+cudaError_t launch_amend_d128(const KParams& p, int grid, bool bulk, bool pdl, cudaStream_t s);
+cudaError_t launch_amend_d256(const KParams& p, int grid, bool bulk, bool pdl, cudaStream_t s);
 /*! \brief Persistent grid of the amend kernel (blocks resident per SM × SMs); also raises
  *  the kernel's dynamic shared-memory limit, so call it once before any launch/capture. */
 int amend_grid_d64(int device, bool bulk);
@@ -18,9 +40,9 @@ int amend_grid_d256(int device, bool bulk);
 /*! \brief K1 match: grid (Hq, N). Writes plans, prefix snapshots. */
 cudaError_t launch_match(const KParams& p, cudaStream_t s);
 /*! \brief Device-side schedule: row infos, group ranges, item offsets (one block). */
-cudaError_t launch_schedule(const KParams& p, cudaStream_t s);
+cudaError_t launch_schedule(const KParams& p, bool pdl, cudaStream_t s);
 /*! \brief Combine (and, when p.k3_in_combine, the K3 ring write); k3_only: K3 alone. */
-cudaError_t launch_combine(const KParams& p, bool k3_only, cudaStream_t s);
+cudaError_t launch_combine(const KParams& p, bool k3_only, bool pdl, cudaStream_t s);
 /*! \brief Streaming-read kernel over n16 16-byte words; result sink to defeat DCE. */
 cudaError_t launch_read_bw(const void* src, size_t n16, unsigned* sink, int grid, cudaStream_t s);
 

@@ -45,6 +45,7 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
   constexpr int LANES = D / 8;          // lanes per candidate (canonical order, §3.1)
   constexpr int CPP = 256 / LANES;      // candidates per pass of the block
   constexpr int UNROLL = 4;
+  wait_prior_grid_then_release_next();  // first of a step: lets the schedule kernel launch early
   const int h = blockIdx.x, row = blockIdx.y, z = blockIdx.z, splits = gridDim.z, tid = threadIdx.x;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
   const RowInfo ri = row_info(p, row);
@@ -185,6 +186,7 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   } tmp;
   __shared__ int carry;
   __shared__ Cut s_cut;
+  wait_prior_grid_then_release_next();  // K1's plans are read below
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
   long long keys = 0;  // Σ Hkv·kv_len over valid rows: the step's full-attention work
   for (int row = tid; row < p.N; row += blockDim.x) {
@@ -257,9 +259,8 @@ cudaError_t launch_match(const KParams& p, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-cudaError_t launch_schedule(const KParams& p, cudaStream_t s) {
-  schedule_kernel<<<1, 1024, 0, s>>>(p);
-  return cudaGetLastError();
+cudaError_t launch_schedule(const KParams& p, bool pdl, cudaStream_t s) {
+  return launch_kernel(schedule_kernel, 1, 1024, 0, s, pdl, p);
 }
 
 }  // namespace mac::cuda::detail

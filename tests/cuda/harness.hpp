@@ -34,10 +34,12 @@ struct CaseSpec {
   double repeat_prob = 0.6;  //!< chance a query repeats an earlier one (plus noise): hits
   std::vector<int> ready = {};  //!< per request; empty → all ready
   K3Mode k3 = K3Mode::kFused;
+  bool pdl = true;  //!< EngineConfig::dependent_launch of the MAC engine; the full-attention
+                    //!<  engine of the bit-identity check runs the other mode
   std::string name() const {
     char b[200];
-    std::snprintf(b, sizeof b, "D=%d G=%d Hkv=%d N=%zu ps=%d M=%d r=%d F=%d gen_min=%d seed=%llu", D, G, Hkv,
-                  prompt.size(), page_size, M, r, F, gen_min, static_cast<unsigned long long>(seed));
+    std::snprintf(b, sizeof b, "D=%d G=%d Hkv=%d N=%zu ps=%d M=%d r=%d F=%d gen_min=%d pdl=%d seed=%llu", D, G,
+                  Hkv, prompt.size(), page_size, M, r, F, gen_min, pdl ? 1 : 0, static_cast<unsigned long long>(seed));
     return b;
   }
 };
@@ -162,7 +164,11 @@ class Harness {
     ec.ring = c.M;
     ec.kv_chunk = c.chunk;
     ec.k3_mode = c.k3;
+    ec.dependent_launch = c.pdl;
     MAC_CHECK(Engine::create(ec, &engine_));
+    // The other launch mode, so the ineligible rows' bit-identity also shows that launching
+    // the kernels as programmatic dependents changes no bit.
+    ec.dependent_launch = !c.pdl;
     MAC_CHECK(Engine::create(ec, &engine_full_));
 
     mac::MacParams mp;

@@ -118,16 +118,21 @@ BOOST_AUTO_TEST_CASE(many_heads_combine_shares) {
 BOOST_AUTO_TEST_CASE(graph_chain_64_steps) {
   // One capture, 70 replays with positions, lengths and queries changing in device memory;
   // M = 64 so the ring wraps around more than once; page size 16 with partial last pages.
-  CaseSpec c;
-  c.steps = 70;
-  c.gen_min = 720;
-  c.ready = {1, 1, 0};
-  c.chunk = 128;
-  c.seed = 400;
-  const Stats s = run_steps(c, true);
-  report("graph chain", c, s);
-  check_stats(s);
-  BOOST_TEST(s.hits > 0);
+  // Captured with and without programmatic dependent launch (EngineConfig::dependent_launch).
+  for (bool pdl : {true, false}) {
+    CaseSpec c;
+    c.steps = 70;
+    c.gen_min = 720;
+    c.ready = {1, 1, 0};
+    c.chunk = 128;
+    c.seed = 400;
+    c.pdl = pdl;
+    const Stats s = run_steps(c, true);
+    report("graph chain", c, s);
+    check_stats(s);
+    BOOST_TEST(s.hits > 0);
+    BOOST_TEST(s.bit_checked > 0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(refusals) {

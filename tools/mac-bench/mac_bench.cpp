@@ -31,7 +31,7 @@ using namespace mac::cuda;
 
 namespace {
 
-void check(const Status& s, const char* what) {
+[[maybe_unused]] void check(const Status& s, const char* what) {
   if (!s.ok()) {
     std::fprintf(stderr, "mac-bench: %s: %s: %s\n", what, to_string(s.code), s.message.c_str());
     std::exit(1);
@@ -45,7 +45,7 @@ struct Options {
   int hq = 32, d = 128, ring = 512, tail = 256, reps = 50, warmup = 10, max_lag = 64, chunk = 0;
   uint64_t seed = 20261129;
   std::string csv, layout = "nhd", amend = "default";
-  bool k3_compare = true, mac = true;
+  bool k3_compare = true, mac = true, pdl = true, pdl_compare = false;
 };
 
 #if MAC_CUDA_ENABLED
@@ -122,6 +122,9 @@ int main(int argc, char** argv) {
   app.add_option("--csv", o.csv, "CSV output file (default stdout)");
   app.add_option("--k3-compare", o.k3_compare, "also time K3 on a side stream vs fused");
   app.add_option("--mac", o.mac, "also time MAC steps (0: full attention only)");
+  app.add_option("--pdl", o.pdl, "launch the kernels of a step as programmatic dependents (EngineConfig::dependent_launch)");
+  app.add_option("--pdl-compare", o.pdl_compare,
+                 "also time full attention and MAC all-miss/all-hit with the other --pdl setting (rows with pdl = 0/1)");
   CLI11_PARSE(app, argc, argv);
 
 #if !MAC_CUDA_ENABLED
@@ -147,7 +150,7 @@ int main(int argc, char** argv) {
                device_description().c_str(), read_gbps, static_cast<unsigned long long>(o.seed), o.max_lag);
   std::fprintf(out,
                "kind,k3,amend,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,p90_ms,bytes,gbps,"
-               "pct_read_bw,speedup_vs_full\n");
+               "pct_read_bw,speedup_vs_full,pdl\n");
 
   const int D = o.d, Hq = o.hq, M = o.ring, ps = 16;
   const int max_b = *std::max_element(o.batch.begin(), o.batch.end());
@@ -250,8 +253,14 @@ int main(int argc, char** argv) {
         ec.amend = o.amend == "cpasync" ? AmendVariant::kCpAsync
                    : o.amend == "bulk"  ? AmendVariant::kBulk
                                         : AmendVariant::kDefault;
-        std::unique_ptr<Engine> eng;
+        ec.dependent_launch = o.pdl;
+        std::unique_ptr<Engine> eng, eng_other;  // eng_other: the other --pdl setting (--pdl-compare)
         CHECK(Engine::create(ec, &eng));
+        if (o.pdl_compare) {
+          EngineConfig eo = ec;
+          eo.dependent_launch = !o.pdl;
+          CHECK(Engine::create(eo, &eng_other));
+        }
         const double kv_bytes_full = static_cast<double>(N) * ctx * hkv * D * 2 * 2;
         const double q_out_bytes = static_cast<double>(N) * Hq * D * 2 * 2;
         // Full attention.
@@ -260,15 +269,21 @@ int main(int argc, char** argv) {
         int used_chunk = 0;  // full attention and MAC share it (it depends on kv_len only)
         CHECK(eng->last_chunk(&used_chunk, sv));
         const double full_bytes = kv_bytes_full + q_out_bytes;
-        auto row = [&](const char* kind, const char* k3, double f, long hits, const Timing& t, double bytes) {
+        auto row = [&](const char* kind, const char* k3, double f, long hits, const Timing& t, double bytes,
+                       const Engine* e = nullptr) {
+          if (e == nullptr) e = eng.get();
           const double gbps = bytes / (t.median_ms * 1e-3) / 1e9;
-          std::fprintf(out, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f\n", kind,
-                       k3, eng->bulk_copies() ? "bulk" : "cpasync", o.layout.c_str(), used_chunk, Hq, hkv, D,
+          std::fprintf(out, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f,%d\n", kind,
+                       k3, e->bulk_copies() ? "bulk" : "cpasync", o.layout.c_str(), used_chunk, Hq, hkv, D,
                        N, ctx, f, hits, N * Hq, t.median_ms, t.p10_ms, t.p90_ms, bytes, gbps, 100.0 * gbps / read_gbps,
-                       tf.median_ms / t.median_ms);
+                       tf.median_ms / t.median_ms, e->config().dependent_launch ? 1 : 0);
           std::fflush(out);
         };
         row("full", "-", 0.0, 0, tf, full_bytes);
+        if (eng_other) {
+          CHECK(eng_other->capture(StepKind::kFullAttention, p, sv));
+          row("full", "-", 0.0, 0, time_replays(*eng_other, s, o.warmup, o.reps, [] {}), full_bytes, eng_other.get());
+        }
 
         const int G = Hq / hkv;
         for (double f : o.hit) {
@@ -332,6 +347,11 @@ int main(int argc, char** argv) {
           for (int i = 0; i < heads; ++i) got += hit[i];
           if (got != hits) std::fprintf(stderr, "warning: planned %ld hits, kernel made %ld\n", hits, got);
           row("mac", "fused", f, got, tm, mac_bytes);
+          if (eng_other && (f == 0.0 || f == 1.0)) {
+            CHECK(eng_other->capture(StepKind::kMac, p, sv));
+            row("mac", "fused", f, got, time_replays(*eng_other, s, o.warmup, o.reps, restore), mac_bytes,
+                eng_other.get());
+          }
           if (o.k3_compare && (f == 0.0 || f == 1.0) && N == max_b) {
             EngineConfig es = ec;
             es.k3_mode = K3Mode::kSideStream;

@@ -3,6 +3,8 @@
 markdown table of docs/cuda.md: per (Hkv, batch, ctx) the full-attention time and % of the
 streaming read measured in the same run, cuDNN SDPA's time and our speed relative to it,
 MAC all-miss relative to full, the MAC speedups at hit fraction 0.95 and 1.0, and K1's time.
+When the run had --pdl-compare, a second table: each step's time with the kernels launched as
+programmatic dependents (pdl 1) against plain stream order (pdl 0), measured side by side.
 
     python3 tools/mac-bench/summarize.py MAC_BENCH_CSV SDPA_CSV [--out FILE]
 
@@ -36,9 +38,14 @@ def main():
         if key not in shapes:
             shapes.append(key)
 
-    def pick(key, kind, hit=None, k3="fused"):
+    main_pdl = mac[0].get("pdl") if mac else None  # the run's --pdl; rows of the other are A/B
+
+    def pick(key, kind, hit=None, k3="fused", pdl=None):
+        pdl = main_pdl if pdl is None else pdl
         for r in mac:
             if (int(r["hkv"]), int(r["batch"]), int(r["ctx"])) != key or r["kind"] != kind:
+                continue
+            if r.get("pdl") != pdl:
                 continue
             if hit is not None and abs(float(r["hit_frac"]) - hit) > 1e-9:
                 continue
@@ -68,6 +75,17 @@ def main():
             + cell(h95, lambda r: f"{fm / float(r['median_ms']):.2f}x") + " | "
             + cell(h1, lambda r: f"{fm / float(r['median_ms']):.1f}x") + " | "
             + cell(k1, lambda r: f"{float(r['median_ms']):.4f}") + " |")
+    ab = [("full", None), ("mac", 0.0), ("mac", 1.0)]
+    if any(r.get("pdl") == "0" for r in mac) and any(r.get("pdl") == "1" for r in mac):
+        out += ["", "| Hkv | batch | ctx | full ms pdl 1 / pdl 0 | MAC all-miss ms pdl 1 / pdl 0 | "
+                "MAC all-hit ms pdl 1 / pdl 0 |", "|---|---|---|---|---|---|"]
+        for key in shapes:
+            cells = []
+            for kind, hit in ab:
+                on, off = pick(key, kind, hit, pdl="1"), pick(key, kind, hit, pdl="0")
+                cells.append(f"{float(on['median_ms']):.4f} / {float(off['median_ms']):.4f} "
+                             f"({float(off['median_ms']) / float(on['median_ms']):.3f}x)" if on and off else "–")
+            out.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + " |")
     text = "\n".join(out) + "\n"
     if a.out:
         tmp = a.out + ".tmp"

@@ -223,6 +223,10 @@ struct EngineConfig {
                          //!<  Part of the reduction order, so full attention and MAC share it
   K3Mode k3_mode = K3Mode::kFused;
   AmendVariant amend = AmendVariant::kDefault;
+  bool dependent_launch = true;  //!< launch each kernel of a step after the first as a
+                                 //!<  programmatic dependent of the one before (Hopper PDL):
+                                 //!<  its blocks start while that one drains, and wait for it.
+                                 //!<  Same results either way; false: plain stream order
   int device = 0;        //!< CUDA device ordinal
 };
 
