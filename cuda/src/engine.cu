@@ -139,6 +139,10 @@ struct Engine::Impl {
   EngineConfig cfg;
   int G = 1, chunk = 0, grid = 0, max_items = 0;  // chunk 0: chosen per step on the device
   bool bulk = false;
+  // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule, bit 1
+  // schedule → amend, bit 2 amend → combine. All when config.dependent_launch, else none;
+  // env MAC_CUDA_PDL_EDGES (0..7, an experiment-only switch) overrides.
+  unsigned pdl_edges = 7;
   DeviceBuffer ws;
   size_t ws_bytes = 0;
   // workspace views
@@ -219,6 +223,14 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
   if (cfg.amend == AmendVariant::kBulk) bulk = true;
   impl->bulk = bulk;
+  impl->pdl_edges = cfg.dependent_launch ? 7u : 0u;
+  if (const char* env = std::getenv("MAC_CUDA_PDL_EDGES")) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || v < 0 || v > 7)
+      return invalid(cat("MAC_CUDA_PDL_EDGES = '", env, "' (expected an integer in 0..7)"));
+    impl->pdl_edges = static_cast<unsigned>(v);
+  }
   impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
                                      cfg.device, bulk);
   MAC_CUDA_TRY(cudaGetLastError());
@@ -398,13 +410,12 @@ Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   const int D = cfg.head_dim;
   // The step's first kernel follows whatever the caller queued; the rest follow a kernel of
   // this step and may launch as programmatic dependents (EngineConfig::dependent_launch).
-  const bool pdl = cfg.dependent_launch;
   const bool k1 = mode == detail::kModeMac || mode == kModeMatchOnly;
   if (k1) MAC_CUDA_TRY(detail::launch_match(kp, s));
   if (mode == kModeMatchOnly) return Status::Ok();
-  MAC_CUDA_TRY(detail::launch_schedule(kp, pdl && k1, s));
+  MAC_CUDA_TRY(detail::launch_schedule(kp, k1 && (pdl_edges & 1u), s));
   MAC_CUDA_TRY(MAC_DISPATCH_HEAD_DIM(D, detail::launch_amend_d64, detail::launch_amend_d128,
-                                     detail::launch_amend_d256, kp, grid, bulk, pdl, s));
+                                     detail::launch_amend_d256, kp, grid, bulk, (pdl_edges & 2u) != 0, s));
   const bool side_k3 = mode == detail::kModeMac && !kp.k3_in_combine;
   if (side_k3) {
     // K3 on the side stream: forked after the amend kernel, joined by one event.
@@ -413,7 +424,7 @@ Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
     MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/true, /*pdl=*/false, side));
     MAC_CUDA_TRY(cudaEventRecord(ev_join, side));
   }
-  MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/false, pdl, s));
+  MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/false, (pdl_edges & 4u) != 0, s));
   if (side_k3) MAC_CUDA_TRY(cudaStreamWaitEvent(s, ev_join, 0));
   return Status::Ok();
 }
