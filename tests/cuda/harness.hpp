@@ -111,47 +111,39 @@ class Harness {
     kv_host_v_.assign(kv_elems, 0x7fc0);
     for (int i = 0; i < N_; ++i)
       for (int t = 0; t < c.prompt[i]; ++t) put_token_host(i, t);
-    MAC_CHECK(k_.allocate(kv_elems * 2));
-    MAC_CHECK(v_.allocate(kv_elems * 2));
-    MAC_CHECK(copy_to_device(k_.data(), kv_host_k_.data(), kv_elems * 2));
-    MAC_CHECK(copy_to_device(v_.data(), kv_host_v_.data(), kv_elems * 2));
-    MAC_CHECK(pt_.allocate(page_table_.size() * 4));
-    MAC_CHECK(copy_to_device(pt_.data(), page_table_.data(), page_table_.size() * 4));
+    StepShape sh;
+    sh.batch = N_;
+    sh.num_q_heads = Hq_;
+    sh.num_kv_heads = c.Hkv;
+    sh.head_dim = D_;
+    sh.num_pages = num_pages_;
+    sh.page_size = c.page_size;
+    sh.max_pages_per_row = max_pages_;
+    sh.ring = c.M;
+    sh.num_slots = R_;
+    MAC_CHECK(b_.allocate(sh));
+    MAC_CHECK(copy_to_device(b_.k_cache.data(), kv_host_k_.data(), kv_elems * 2));
+    MAC_CHECK(copy_to_device(b_.v_cache.data(), kv_host_v_.data(), kv_elems * 2));
+    MAC_CHECK(copy_to_device(b_.page_table.data(), page_table_.data(), page_table_.size() * 4));
     const size_t qn = static_cast<size_t>(N_) * Hq_ * D_;
-    MAC_CHECK(q_post_.allocate(qn * 2));
-    MAC_CHECK(q_pre_.allocate(qn * 2));
-    MAC_CHECK(out_.allocate(qn * 2));
     MAC_CHECK(out_full_.allocate(qn * 2));
-    MAC_CHECK(lse_.allocate(static_cast<size_t>(N_) * Hq_ * 4));
     MAC_CHECK(lse_full_.allocate(static_cast<size_t>(N_) * Hq_ * 4));
-    MAC_CHECK(kv_len_.allocate(N_ * 4));
-    MAC_CHECK(slot_.allocate(N_ * 4));
-    MAC_CHECK(diag_hit_.allocate(static_cast<size_t>(N_) * Hq_));
-    MAC_CHECK(diag_pos_.allocate(static_cast<size_t>(N_) * Hq_ * 8));
-    MAC_CHECK(diag_d2_.allocate(static_cast<size_t>(N_) * Hq_ * 4));
-    MAC_CHECK(diag_keys_.allocate(static_cast<size_t>(N_) * Hq_ * 4));
     const size_t rq = static_cast<size_t>(R_) * c.M * Hq_;
-    MAC_CHECK(ring_q_.allocate(rq * D_ * 2));
-    MAC_CHECK(ring_o_.allocate(rq * D_ * 2));
-    MAC_CHECK(ring_l_.allocate(rq * 4));
     std::vector<float> ninf(rq, -std::numeric_limits<float>::infinity());
-    MAC_CHECK(copy_to_device(ring_l_.data(), ninf.data(), rq * 4));
-    MAC_CHECK(device_memset(ring_q_.data(), 0, rq * D_ * 2));
-    MAC_CHECK(device_memset(ring_o_.data(), 0, rq * D_ * 2));
-    MAC_CHECK(ready_.allocate(R_ * 4));
-    MAC_CHECK(ea_.allocate(R_ * 4));
-    MAC_CHECK(eb_.allocate(R_ * 4));
+    MAC_CHECK(copy_to_device(b_.ring_lse.data(), ninf.data(), rq * 4));
+    MAC_CHECK(device_memset(b_.ring_q_pre.data(), 0, rq * D_ * 2));
+    MAC_CHECK(device_memset(b_.ring_o.data(), 0, rq * D_ * 2));
     slots_.resize(N_);
     for (int i = 0; i < N_; ++i) slots_[i] = (2 * i + 1) % R_;
-    MAC_CHECK(copy_to_device(slot_.data(), slots_.data(), N_ * 4));
+    MAC_CHECK(copy_to_device(b_.slot.data(), slots_.data(), N_ * 4));
     ready_host_.assign(N_, 1);
     for (size_t i = 0; i < c.ready.size() && i < ready_host_.size(); ++i) ready_host_[i] = c.ready[i];
     std::vector<int> rd(R_, 1), ea(R_, 7), eb(R_, 7);
     for (int i = 0; i < N_; ++i)
       if (!ready_host_[i]) eb[slots_[i]] = 8;  // not ready through an epoch mismatch (ready = 1)
-    MAC_CHECK(copy_to_device(ready_.data(), rd.data(), R_ * 4));
-    MAC_CHECK(copy_to_device(ea_.data(), ea.data(), R_ * 4));
-    MAC_CHECK(copy_to_device(eb_.data(), eb.data(), R_ * 4));
+    MAC_CHECK(copy_to_device(b_.ready.data(), rd.data(), R_ * 4));
+    MAC_CHECK(copy_to_device(b_.epoch_a.data(), ea.data(), R_ * 4));
+    MAC_CHECK(copy_to_device(b_.epoch_b.data(), eb.data(), R_ * 4));
     MAC_CHECK(device_synchronize());
 
     EngineConfig ec;
@@ -186,37 +178,12 @@ class Harness {
   }
 
   DecodeParams params() {
-    DecodeParams p;
-    p.batch = N_;
-    p.q_post = q_post_.as<uint16_t>();
-    p.q_pre = q_pre_.as<uint16_t>();
-    p.k_cache = k_.as<uint16_t>();
-    p.v_cache = v_.as<uint16_t>();
-    p.num_pages = num_pages_;
-    p.page_size = c_.page_size;
-    p.page_table = pt_.as<int32_t>();
-    p.max_pages_per_row = max_pages_;
-    p.kv_len = kv_len_.as<int32_t>();
+    DecodeParams p = b_.params();
     p.softmax_scale = static_cast<float>(scale_);
     p.tau = c_.tau;
-    p.ring = c_.M;
     p.tail = c_.r;
     p.sinks = c_.F;
     p.gen_min = c_.gen_min;
-    p.slot = slot_.as<int32_t>();
-    p.num_slots = R_;
-    p.ring_q_pre = ring_q_.as<uint16_t>();
-    p.ring_o = ring_o_.as<uint16_t>();
-    p.ring_lse = ring_l_.as<float>();
-    p.ready = ready_.as<int32_t>();
-    p.epoch_a = ea_.as<int32_t>();
-    p.epoch_b = eb_.as<int32_t>();
-    p.out = out_.as<uint16_t>();
-    p.lse = lse_.as<float>();
-    p.diag_hit = diag_hit_.as<int8_t>();
-    p.diag_match_pos = diag_pos_.as<int64_t>();
-    p.diag_d2 = diag_d2_.as<float>();
-    p.diag_keys_read = diag_keys_.as<int32_t>();
     return p;
   }
 
@@ -265,9 +232,9 @@ class Harness {
       }
       len[i] = m + 1;
     }
-    MAC_CHECK(copy_to_device(q_post_.data(), qp.data(), qp.size() * 2));
-    MAC_CHECK(copy_to_device(q_pre_.data(), qr.data(), qr.size() * 2));
-    MAC_CHECK(copy_to_device(kv_len_.data(), len.data(), N_ * 4));
+    MAC_CHECK(copy_to_device(b_.q_post.data(), qp.data(), qp.size() * 2));
+    MAC_CHECK(copy_to_device(b_.q_pre.data(), qr.data(), qr.size() * 2));
+    MAC_CHECK(copy_to_device(b_.kv_len.data(), len.data(), N_ * 4));
     MAC_CHECK(device_synchronize());
   }
 
@@ -280,11 +247,11 @@ class Harness {
     std::vector<int8_t> hit(nh);
     std::vector<int64_t> mpos(nh);
     MAC_CHECK(device_synchronize());
-    MAC_CHECK(copy_to_host(out.data(), out_.data(), nh * D_ * 2));
-    MAC_CHECK(copy_to_host(lse.data(), lse_.data(), nh * 4));
-    MAC_CHECK(copy_to_host(hit.data(), diag_hit_.data(), nh));
-    MAC_CHECK(copy_to_host(mpos.data(), diag_pos_.data(), nh * 8));
-    MAC_CHECK(copy_to_host(d2.data(), diag_d2_.data(), nh * 4));
+    MAC_CHECK(copy_to_host(out.data(), b_.out.data(), nh * D_ * 2));
+    MAC_CHECK(copy_to_host(lse.data(), b_.lse.data(), nh * 4));
+    MAC_CHECK(copy_to_host(hit.data(), b_.diag_hit.data(), nh));
+    MAC_CHECK(copy_to_host(mpos.data(), b_.diag_match_pos.data(), nh * 8));
+    MAC_CHECK(copy_to_host(d2.data(), b_.diag_d2.data(), nh * 4));
     // Full attention on the same inputs (own engine, same config).
     DecodeParams pf = params();
     pf.out = out_full_.as<uint16_t>();
@@ -296,9 +263,9 @@ class Harness {
     const size_t rq = static_cast<size_t>(R_) * c_.M * Hq_;
     std::vector<uint16_t> ro(rq * D_), rqp(rq * D_);
     std::vector<float> rl(rq);
-    MAC_CHECK(copy_to_host(ro.data(), ring_o_.data(), rq * D_ * 2));
-    MAC_CHECK(copy_to_host(rqp.data(), ring_q_.data(), rq * D_ * 2));
-    MAC_CHECK(copy_to_host(rl.data(), ring_l_.data(), rq * 4));
+    MAC_CHECK(copy_to_host(ro.data(), b_.ring_o.data(), rq * D_ * 2));
+    MAC_CHECK(copy_to_host(rqp.data(), b_.ring_q_pre.data(), rq * D_ * 2));
+    MAC_CHECK(copy_to_host(rl.data(), b_.ring_lse.data(), rq * 4));
     MAC_CHECK(device_synchronize());
 
     for (int i = 0; i < N_; ++i) {
@@ -387,8 +354,8 @@ class Harness {
     put_token_host(i, t);
     for (int hk = 0; hk < c_.Hkv; ++hk) {
       const size_t dst = kv_index(i, t, hk);
-      MAC_CHECK(copy_to_device(k_.as<uint16_t>() + dst, kv_host_k_.data() + dst, D_ * 2));
-      MAC_CHECK(copy_to_device(v_.as<uint16_t>() + dst, kv_host_v_.data() + dst, D_ * 2));
+      MAC_CHECK(copy_to_device(b_.k_cache.as<uint16_t>() + dst, kv_host_k_.data() + dst, D_ * 2));
+      MAC_CHECK(copy_to_device(b_.v_cache.as<uint16_t>() + dst, kv_host_v_.data() + dst, D_ * 2));
     }
   }
 
@@ -399,8 +366,8 @@ class Harness {
   std::vector<int32_t> page_table_, slots_;
   std::vector<int> ready_host_, pos_;
   std::vector<uint16_t> kv_host_k_, kv_host_v_;
-  DeviceBuffer k_, v_, pt_, q_post_, q_pre_, out_, out_full_, lse_, lse_full_, kv_len_, slot_;
-  DeviceBuffer diag_hit_, diag_pos_, diag_d2_, diag_keys_, ring_q_, ring_o_, ring_l_, ready_, ea_, eb_;
+  StepBuffers b_;                       // the step's arrays (MAC engine's outputs)
+  DeviceBuffer out_full_, lse_full_;  // the full-attention engine's outputs
   std::unique_ptr<Engine> engine_, engine_full_;
   std::vector<std::unique_ptr<ref::DecodeStepper<double>>> steppers_;
 };

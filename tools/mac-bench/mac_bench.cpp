@@ -90,9 +90,10 @@ Timing time_replays(Engine& e, cudaStream_t s, int warmup, int reps, F between) 
   return t;
 }
 
+/*! \brief The step's arrays (sized for the largest grid point) and the saved ring slot. */
 struct Bufs {
-  DeviceBuffer k, v, pt, kvlen, slot, q_post, q_pre, out, lse, ring_q, ring_o, ring_l, ready, ea, eb, save_q,
-      save_o, save_l, hit;
+  StepBuffers step;
+  DeviceBuffer save_q, save_o, save_l;
 };
 #endif
 
@@ -160,43 +161,40 @@ int main(int argc, char** argv) {
   const size_t kv_elems = static_cast<size_t>(max_b) * pages_per_row * ps * max_hkv * D;
   Bufs b;
   std::fprintf(stderr, "allocating %.1f GB of KV\n", 2.0 * kv_elems * 2 / 1e9);
-  CHECK(b.k.allocate(kv_elems * 2));
-  CHECK(b.v.allocate(kv_elems * 2));
-  CHECK(fill_random(b.k.data(), kv_elems, DType::kBF16, o.seed + 1, 0.f, 1.f));
-  CHECK(fill_random(b.v.data(), kv_elems, DType::kBF16, o.seed + 2, 0.f, 1.f));
+  StepShape sh;  // the largest point of the grid; each point uses a prefix of every array
+  sh.batch = max_b;
+  sh.num_q_heads = Hq;
+  sh.num_kv_heads = max_hkv;
+  sh.head_dim = D;
+  sh.num_pages = static_cast<int64_t>(max_b) * pages_per_row;
+  sh.page_size = ps;
+  sh.max_pages_per_row = pages_per_row;
+  sh.ring = M;
+  sh.num_slots = max_b;
+  sh.diagnostics = true;
+  CHECK(b.step.allocate(sh));
+  StepBuffers& sb = b.step;
+  CHECK(fill_random(sb.k_cache.data(), kv_elems, DType::kBF16, o.seed + 1, 0.f, 1.f));
+  CHECK(fill_random(sb.v_cache.data(), kv_elems, DType::kBF16, o.seed + 2, 0.f, 1.f));
   const size_t qn = static_cast<size_t>(max_b) * Hq * D;
-  CHECK(b.q_post.allocate(qn * 2));
-  CHECK(b.q_pre.allocate(qn * 2));
-  CHECK(b.out.allocate(qn * 2));
-  CHECK(b.lse.allocate(static_cast<size_t>(max_b) * Hq * 4));
-  CHECK(b.hit.allocate(static_cast<size_t>(max_b) * Hq));
-  CHECK(fill_random(b.q_post.data(), qn, DType::kBF16, o.seed + 3, 0.f, 1.f));
+  CHECK(fill_random(sb.q_post.data(), qn, DType::kBF16, o.seed + 3, 0.f, 1.f));
   const size_t rq = static_cast<size_t>(max_b) * M * Hq;
-  CHECK(b.ring_q.allocate(rq * D * 2));
-  CHECK(b.ring_o.allocate(rq * D * 2));
-  CHECK(b.ring_l.allocate(rq * 4));
-  CHECK(fill_random(b.ring_q.data(), rq * D, DType::kBF16, o.seed + 4, 0.f, 1.f));
-  CHECK(fill_random(b.ring_o.data(), rq * D, DType::kBF16, o.seed + 5, 0.f, 0.1f));
-  CHECK(fill_random(b.ring_l.data(), rq, DType::kF32, o.seed + 6, 8.f, 1.f));
+  CHECK(fill_random(sb.ring_q_pre.data(), rq * D, DType::kBF16, o.seed + 4, 0.f, 1.f));
+  CHECK(fill_random(sb.ring_o.data(), rq * D, DType::kBF16, o.seed + 5, 0.f, 0.1f));
+  CHECK(fill_random(sb.ring_lse.data(), rq, DType::kF32, o.seed + 6, 8.f, 1.f));
   CHECK(b.save_q.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
   CHECK(b.save_o.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
   CHECK(b.save_l.allocate(static_cast<size_t>(max_b) * Hq * 4));
   std::vector<int32_t> ones(max_b, 1), slots(max_b);
   for (int i = 0; i < max_b; ++i) slots[i] = i;
-  CHECK(b.ready.allocate(max_b * 4));
-  CHECK(b.ea.allocate(max_b * 4));
-  CHECK(b.eb.allocate(max_b * 4));
-  CHECK(b.slot.allocate(max_b * 4));
-  CHECK(b.kvlen.allocate(max_b * 4));
-  CHECK(copy_to_device(b.ready.data(), ones.data(), max_b * 4));
-  CHECK(copy_to_device(b.ea.data(), ones.data(), max_b * 4));
-  CHECK(copy_to_device(b.eb.data(), ones.data(), max_b * 4));
-  CHECK(copy_to_device(b.slot.data(), slots.data(), max_b * 4));
+  CHECK(copy_to_device(sb.ready.data(), ones.data(), max_b * 4));
+  CHECK(copy_to_device(sb.epoch_a.data(), ones.data(), max_b * 4));
+  CHECK(copy_to_device(sb.epoch_b.data(), ones.data(), max_b * 4));
+  CHECK(copy_to_device(sb.slot.data(), slots.data(), max_b * 4));
   // Page table: each row owns a contiguous run of pages (a realistic allocator's common case).
   std::vector<int32_t> pt(static_cast<size_t>(max_b) * pages_per_row);
   for (size_t i = 0; i < pt.size(); ++i) pt[i] = static_cast<int32_t>(i);
-  CHECK(b.pt.allocate(pt.size() * 4));
-  CHECK(copy_to_device(b.pt.data(), pt.data(), pt.size() * 4));
+  CHECK(copy_to_device(sb.page_table.data(), pt.data(), pt.size() * 4));
   CHECK(device_synchronize());
   void* sv = nullptr;
   CHECK(stream_create(&sv));
@@ -208,39 +206,21 @@ int main(int argc, char** argv) {
       for (int ctx : o.ctx) {
         const int m = ctx - 1;
         std::vector<int32_t> len(N, ctx);
-        CHECK(copy_to_device(b.kvlen.data(), len.data(), N * 4));
-        DecodeParams p;
+        CHECK(copy_to_device(sb.kv_len.data(), len.data(), N * 4));
+        DecodeParams p = sb.params();
         p.batch = N;
-        p.q_post = b.q_post.as<uint16_t>();
-        p.q_pre = b.q_pre.as<uint16_t>();
-        p.k_cache = b.k.as<uint16_t>();
-        p.v_cache = b.v.as<uint16_t>();
-        p.num_pages = static_cast<int64_t>(max_b) * pages_per_row;
-        p.page_size = ps;
         p.kv_page_stride = static_cast<int64_t>(ps) * hkv * D;  // pool laid out for this Hkv
         if (o.layout == "hnd") {
           p.kv_head_stride = static_cast<int64_t>(ps) * D;
           p.kv_token_stride = D;
         }
-        p.page_table = b.pt.as<int32_t>();
-        p.max_pages_per_row = pages_per_row;
-        p.kv_len = b.kvlen.as<int32_t>();
         p.softmax_scale = 1.f / std::sqrt(static_cast<float>(D));
-        p.ring = M;
         p.tail = o.tail;
         p.sinks = 0;
         p.gen_min = 0;
-        p.slot = b.slot.as<int32_t>();
-        p.num_slots = max_b;
-        p.ring_q_pre = b.ring_q.as<uint16_t>();
-        p.ring_o = b.ring_o.as<uint16_t>();
-        p.ring_lse = b.ring_l.as<float>();
-        p.ready = b.ready.as<int32_t>();
-        p.epoch_a = b.ea.as<int32_t>();
-        p.epoch_b = b.eb.as<int32_t>();
-        p.out = b.out.as<uint16_t>();
-        p.lse = b.lse.as<float>();
-        p.diag_hit = b.hit.as<int8_t>();
+        p.diag_match_pos = nullptr;  // only the hit flags (checked once per point)
+        p.diag_d2 = nullptr;
+        p.diag_keys_read = nullptr;
 
         EngineConfig ec;
         ec.max_batch = N;
@@ -297,7 +277,7 @@ int main(int argc, char** argv) {
           std::vector<int> lag(heads, 0);  // 0 = miss
           std::uniform_int_distribution<int> ul(1, o.max_lag);
           for (int i = misses; i < heads; ++i) lag[idx[i]] = ul(rng);
-          CHECK(fill_random(b.q_pre.data(), static_cast<size_t>(N) * Hq * D, DType::kBF16, rng(), 0.f, 1.f, sv));
+          CHECK(fill_random(sb.q_pre.data(), static_cast<size_t>(N) * Hq * D, DType::kBF16, rng(), 0.f, 1.f, sv));
           long hits = 0;
           double kv_keys = 0;  // keys read per group: union of the heads' spans
           for (int i = 0; i < N; ++i)
@@ -312,26 +292,26 @@ int main(int argc, char** argv) {
                 ++hits;
                 const int pp = m - L;
                 lo = std::min(lo, std::max(0, pp + 1 - o.tail));
-                CU(cudaMemcpyAsync(b.q_pre.as<uint16_t>() + (static_cast<size_t>(i) * Hq + h) * D,
-                                   b.ring_q.as<uint16_t>() + ((static_cast<size_t>(i) * M + pp % M) * Hq + h) * D,
+                CU(cudaMemcpyAsync(sb.q_pre.as<uint16_t>() + (static_cast<size_t>(i) * Hq + h) * D,
+                                   sb.ring_q_pre.as<uint16_t>() + ((static_cast<size_t>(i) * M + pp % M) * Hq + h) * D,
                                    D * 2, cudaMemcpyDeviceToDevice, s));
               }
               kv_keys += (m + 1 - lo);
             }
           // Save the slot every replay overwrites, restore it before each replay.
           const size_t slot_q = static_cast<size_t>(m % M) * Hq * D, pitch_q = static_cast<size_t>(M) * Hq * D * 2;
-          CU(cudaMemcpy2DAsync(b.save_q.data(), Hq * D * 2, b.ring_q.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
+          CU(cudaMemcpy2DAsync(b.save_q.data(), Hq * D * 2, sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
                                cudaMemcpyDeviceToDevice, s));
-          CU(cudaMemcpy2DAsync(b.save_o.data(), Hq * D * 2, b.ring_o.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
+          CU(cudaMemcpy2DAsync(b.save_o.data(), Hq * D * 2, sb.ring_o.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
                                cudaMemcpyDeviceToDevice, s));
-          CU(cudaMemcpy2DAsync(b.save_l.data(), Hq * 4, b.ring_l.as<float>() + static_cast<size_t>(m % M) * Hq,
+          CU(cudaMemcpy2DAsync(b.save_l.data(), Hq * 4, sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
                                static_cast<size_t>(M) * Hq * 4, Hq * 4, N, cudaMemcpyDeviceToDevice, s));
           auto restore = [&] {
-            CU(cudaMemcpy2DAsync(b.ring_q.as<uint16_t>() + slot_q, pitch_q, b.save_q.data(), Hq * D * 2, Hq * D * 2,
+            CU(cudaMemcpy2DAsync(sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, b.save_q.data(), Hq * D * 2, Hq * D * 2,
                                  N, cudaMemcpyDeviceToDevice, s));
-            CU(cudaMemcpy2DAsync(b.ring_o.as<uint16_t>() + slot_q, pitch_q, b.save_o.data(), Hq * D * 2, Hq * D * 2,
+            CU(cudaMemcpy2DAsync(sb.ring_o.as<uint16_t>() + slot_q, pitch_q, b.save_o.data(), Hq * D * 2, Hq * D * 2,
                                  N, cudaMemcpyDeviceToDevice, s));
-            CU(cudaMemcpy2DAsync(b.ring_l.as<float>() + static_cast<size_t>(m % M) * Hq,
+            CU(cudaMemcpy2DAsync(sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
                                  static_cast<size_t>(M) * Hq * 4, b.save_l.data(), Hq * 4, Hq * 4, N,
                                  cudaMemcpyDeviceToDevice, s));
           };
@@ -341,7 +321,7 @@ int main(int argc, char** argv) {
           const Timing tm = time_replays(*eng, s, o.warmup, o.reps, restore);
           // Check the decisions the kernel made match the planned ones (once).
           std::vector<int8_t> hit(heads);
-          CHECK(copy_to_host(hit.data(), b.hit.data(), heads, sv));
+          CHECK(copy_to_host(hit.data(), sb.diag_hit.data(), heads, sv));
           CHECK(stream_synchronize(sv));
           long got = 0;
           for (int i = 0; i < heads; ++i) got += hit[i];

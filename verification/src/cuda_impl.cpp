@@ -75,31 +75,32 @@ class CudaImpl final : public Implementation {
         }
       }
     }
-    VCK(k_.allocate(kv_elems * 2));
-    VCK(v_.allocate(kv_elems * 2));
-    VCK(copy_to_device(k_.data(), hk.data(), kv_elems * 2));
-    VCK(copy_to_device(v_.data(), hv.data(), kv_elems * 2));
-    VCK(pt_.allocate(page_table_.size() * 4));
-    VCK(copy_to_device(pt_.data(), page_table_.data(), page_table_.size() * 4));
+    StepShape sh;
+    sh.batch = N_;
+    sh.num_q_heads = Hq_;
+    sh.num_kv_heads = c.Hkv;
+    sh.head_dim = D_;
+    sh.num_pages = num_pages_;
+    sh.page_size = ps_;
+    sh.max_pages_per_row = max_pages_;
+    sh.ring = M_;
+    sh.num_slots = R_;
+    VCK(b_.allocate(sh));
+    VCK(copy_to_device(b_.k_cache.data(), hk.data(), kv_elems * 2));
+    VCK(copy_to_device(b_.v_cache.data(), hv.data(), kv_elems * 2));
+    VCK(copy_to_device(b_.page_table.data(), page_table_.data(), page_table_.size() * 4));
     const size_t qn = static_cast<size_t>(N_) * Hq_ * D_, nh = static_cast<size_t>(N_) * Hq_;
-    for (auto* b : {&q_post_, &q_pre_, &out_, &out_full_}) VCK(b->allocate(qn * 2));
-    for (auto* b : {&lse_, &lse_full_, &diag_d2_, &diag_keys_}) VCK(b->allocate(nh * 4));
-    VCK(diag_hit_.allocate(nh));
-    VCK(diag_pos_.allocate(nh * 8));
-    VCK(kv_len_.allocate(static_cast<size_t>(N_) * 4));
-    VCK(slot_.allocate(static_cast<size_t>(N_) * 4));
+    VCK(out_full_.allocate(qn * 2));
+    VCK(lse_full_.allocate(nh * 4));
     const size_t rq = static_cast<size_t>(R_) * M_ * Hq_;
-    VCK(ring_q_.allocate(rq * D_ * 2));
-    VCK(ring_o_.allocate(rq * D_ * 2));
-    VCK(ring_l_.allocate(rq * 4));
     std::vector<float> ninf(rq, -std::numeric_limits<float>::infinity());
-    VCK(copy_to_device(ring_l_.data(), ninf.data(), rq * 4));
-    VCK(device_memset(ring_q_.data(), 0, rq * D_ * 2));
-    VCK(device_memset(ring_o_.data(), 0, rq * D_ * 2));
+    VCK(copy_to_device(b_.ring_lse.data(), ninf.data(), rq * 4));
+    VCK(device_memset(b_.ring_q_pre.data(), 0, rq * D_ * 2));
+    VCK(device_memset(b_.ring_o.data(), 0, rq * D_ * 2));
     // Request slots: reversed order, slot 0 unused (rows never map to their own index).
     slots_.resize(static_cast<size_t>(N_));
     for (int i = 0; i < N_; ++i) slots_[static_cast<size_t>(i)] = N_ - i;
-    VCK(copy_to_device(slot_.data(), slots_.data(), static_cast<size_t>(N_) * 4));
+    VCK(copy_to_device(b_.slot.data(), slots_.data(), static_cast<size_t>(N_) * 4));
     std::vector<int32_t> rd(static_cast<size_t>(R_), 1), ea(static_cast<size_t>(R_), 7), eb(static_cast<size_t>(R_), 7);
     int not_ready = 0;
     for (int i = 0; i < N_; ++i)
@@ -108,12 +109,9 @@ class CudaImpl final : public Implementation {
         if (not_ready++ % 2 == 0) rd[static_cast<size_t>(slots_[static_cast<size_t>(i)])] = 0;
         else eb[static_cast<size_t>(slots_[static_cast<size_t>(i)])] = 8;
       }
-    VCK(ready_.allocate(static_cast<size_t>(R_) * 4));
-    VCK(ea_.allocate(static_cast<size_t>(R_) * 4));
-    VCK(eb_.allocate(static_cast<size_t>(R_) * 4));
-    VCK(copy_to_device(ready_.data(), rd.data(), static_cast<size_t>(R_) * 4));
-    VCK(copy_to_device(ea_.data(), ea.data(), static_cast<size_t>(R_) * 4));
-    VCK(copy_to_device(eb_.data(), eb.data(), static_cast<size_t>(R_) * 4));
+    VCK(copy_to_device(b_.ready.data(), rd.data(), static_cast<size_t>(R_) * 4));
+    VCK(copy_to_device(b_.epoch_a.data(), ea.data(), static_cast<size_t>(R_) * 4));
+    VCK(copy_to_device(b_.epoch_b.data(), eb.data(), static_cast<size_t>(R_) * 4));
 
     EngineConfig ec;
     ec.max_batch = N_;
@@ -151,7 +149,7 @@ class CudaImpl final : public Implementation {
       VCK(copy_to_device(dp.data(), qpost.data(), qpost.size() * 2));
       PrefillParams pp;
       pp.kv = params();
-      pp.kv.page_table = pt_.as<int32_t>() + static_cast<size_t>(i) * max_pages_;
+      pp.kv.page_table = b_.page_table.as<int32_t>() + static_cast<size_t>(i) * max_pages_;
       pp.batch = 1;
       pp.num_positions = np;
       int64_t fp = first;
@@ -188,8 +186,8 @@ class CudaImpl final : public Implementation {
     for (int i = 0; i < N_; ++i) {
       const auto& rq = in_->requests[static_cast<size_t>(i)];
       const size_t base = static_cast<size_t>(slots_[static_cast<size_t>(i)]) * per;
-      VCK(copy_to_host(q.data(), ring_q_.as<uint16_t>() + base * D_, q.size() * 2, stream_));
-      VCK(copy_to_host(l.data(), ring_l_.as<float>() + base, l.size() * 4, stream_));
+      VCK(copy_to_host(q.data(), b_.ring_q_pre.as<uint16_t>() + base * D_, q.size() * 2, stream_));
+      VCK(copy_to_host(l.data(), b_.ring_lse.as<float>() + base, l.size() * 4, stream_));
       VCK(stream_synchronize(stream_));
       int64_t bad_q = 0, bad_l = 0, first_bad = -1;
       for (int64_t p = std::max<int64_t>(0, rq.prompt - M_); p < rq.prompt; ++p)
@@ -225,8 +223,8 @@ class CudaImpl final : public Implementation {
         tv[e] = ref::bf16_bits(rq.layer.v[src + e]);
       }
       const size_t dst = kv_index(i, m);
-      VCK(copy_to_device(k_.as<uint16_t>() + dst, tk.data(), tk.size() * 2, stream_));
-      VCK(copy_to_device(v_.as<uint16_t>() + dst, tv.data(), tv.size() * 2, stream_));
+      VCK(copy_to_device(b_.k_cache.as<uint16_t>() + dst, tk.data(), tk.size() * 2, stream_));
+      VCK(copy_to_device(b_.v_cache.as<uint16_t>() + dst, tv.data(), tv.size() * 2, stream_));
       VCK(stream_synchronize(stream_));
       for (size_t e = 0; e < hd; ++e) {
         qp[static_cast<size_t>(i) * hd + e] = ref::bf16_bits(rq.layer.q_post[static_cast<size_t>(m) * hd + e]);
@@ -234,9 +232,9 @@ class CudaImpl final : public Implementation {
       }
       len[static_cast<size_t>(i)] = static_cast<int32_t>(m + 1);
     }
-    VCK(copy_to_device(q_post_.data(), qp.data(), qp.size() * 2, stream_));
-    VCK(copy_to_device(q_pre_.data(), qr.data(), qr.size() * 2, stream_));
-    VCK(copy_to_device(kv_len_.data(), len.data(), len.size() * 4, stream_));
+    VCK(copy_to_device(b_.q_post.data(), qp.data(), qp.size() * 2, stream_));
+    VCK(copy_to_device(b_.q_pre.data(), qr.data(), qr.size() * 2, stream_));
+    VCK(copy_to_device(b_.kv_len.data(), len.data(), len.size() * 4, stream_));
     // Ring slot m mod M of every request before the step (not-ready rows must not change it).
     std::vector<std::vector<uint16_t>> before_q(static_cast<size_t>(N_)), before_o(static_cast<size_t>(N_));
     std::vector<std::vector<float>> before_l(static_cast<size_t>(N_));
@@ -270,13 +268,13 @@ class CudaImpl final : public Implementation {
     std::vector<int8_t> hit(nh);
     std::vector<int64_t> mpos(nh);
     std::vector<int32_t> keys(nh);
-    VCK(copy_to_host(o.data(), out_.data(), o.size() * 2, stream_));
+    VCK(copy_to_host(o.data(), b_.out.data(), o.size() * 2, stream_));
     VCK(copy_to_host(of.data(), out_full_.data(), of.size() * 2, stream_));
-    VCK(copy_to_host(l.data(), lse_.data(), nh * 4, stream_));
+    VCK(copy_to_host(l.data(), b_.lse.data(), nh * 4, stream_));
     VCK(copy_to_host(lf.data(), lse_full_.data(), nh * 4, stream_));
-    VCK(copy_to_host(hit.data(), diag_hit_.data(), nh, stream_));
-    VCK(copy_to_host(mpos.data(), diag_pos_.data(), nh * 8, stream_));
-    VCK(copy_to_host(keys.data(), diag_keys_.data(), nh * 4, stream_));
+    VCK(copy_to_host(hit.data(), b_.diag_hit.data(), nh, stream_));
+    VCK(copy_to_host(mpos.data(), b_.diag_match_pos.data(), nh * 8, stream_));
+    VCK(copy_to_host(keys.data(), b_.diag_keys_read.data(), nh * 4, stream_));
     VCK(stream_synchronize(stream_));
 
     out->assign(static_cast<size_t>(N_), std::vector<HeadOutput>(static_cast<size_t>(Hq_)));
@@ -350,43 +348,18 @@ class CudaImpl final : public Implementation {
     q->resize(static_cast<size_t>(Hq_) * D_);
     o->resize(q->size());
     l->resize(static_cast<size_t>(Hq_));
-    VCK(copy_to_host(q->data(), ring_q_.as<uint16_t>() + base * D_, q->size() * 2, stream_));
-    VCK(copy_to_host(o->data(), ring_o_.as<uint16_t>() + base * D_, o->size() * 2, stream_));
-    VCK(copy_to_host(l->data(), ring_l_.as<float>() + base, l->size() * 4, stream_));
+    VCK(copy_to_host(q->data(), b_.ring_q_pre.as<uint16_t>() + base * D_, q->size() * 2, stream_));
+    VCK(copy_to_host(o->data(), b_.ring_o.as<uint16_t>() + base * D_, o->size() * 2, stream_));
+    VCK(copy_to_host(l->data(), b_.ring_lse.as<float>() + base, l->size() * 4, stream_));
   }
   DecodeParams params() {
     const auto& c = in_->spec;
-    DecodeParams p;
-    p.batch = N_;
-    p.q_post = q_post_.as<uint16_t>();
-    p.q_pre = q_pre_.as<uint16_t>();
-    p.k_cache = k_.as<uint16_t>();
-    p.v_cache = v_.as<uint16_t>();
-    p.num_pages = num_pages_;
-    p.page_size = ps_;
-    p.page_table = pt_.as<int32_t>();
-    p.max_pages_per_row = max_pages_;
-    p.kv_len = kv_len_.as<int32_t>();
+    DecodeParams p = b_.params();
     p.softmax_scale = static_cast<float>(in_->scale);
     p.tau = c.tau;
-    p.ring = M_;
     p.tail = static_cast<int>(c.r);
     p.sinks = static_cast<int>(c.F);
     p.gen_min = static_cast<int>(c.gen_min);
-    p.slot = slot_.as<int32_t>();
-    p.num_slots = R_;
-    p.ring_q_pre = ring_q_.as<uint16_t>();
-    p.ring_o = ring_o_.as<uint16_t>();
-    p.ring_lse = ring_l_.as<float>();
-    p.ready = ready_.as<int32_t>();
-    p.epoch_a = ea_.as<int32_t>();
-    p.epoch_b = eb_.as<int32_t>();
-    p.out = out_.as<uint16_t>();
-    p.lse = lse_.as<float>();
-    p.diag_hit = diag_hit_.as<int8_t>();
-    p.diag_match_pos = diag_pos_.as<int64_t>();
-    p.diag_d2 = diag_d2_.as<float>();
-    p.diag_keys_read = diag_keys_.as<int32_t>();
     return p;
   }
 
@@ -394,8 +367,8 @@ class CudaImpl final : public Implementation {
   const CaseInputs* in_ = nullptr;
   int N_ = 0, Hq_ = 0, D_ = 0, ps_ = 16, M_ = 0, R_ = 0, max_pages_ = 0, num_pages_ = 0;
   std::vector<int32_t> page_table_, slots_;
-  DeviceBuffer k_, v_, pt_, q_post_, q_pre_, out_, out_full_, lse_, lse_full_, kv_len_, slot_;
-  DeviceBuffer diag_hit_, diag_pos_, diag_d2_, diag_keys_, ring_q_, ring_o_, ring_l_, ready_, ea_, eb_;
+  StepBuffers b_;                       // the step's arrays (MAC engine's outputs)
+  DeviceBuffer out_full_, lse_full_;  // the full-attention engine's outputs
   std::unique_ptr<Engine> engine_, engine_full_;
   void* stream_ = nullptr;
   bool captured_ = false;

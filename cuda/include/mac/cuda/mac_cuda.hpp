@@ -178,6 +178,39 @@ struct DecodeParams {
   int32_t* diag_keys_read = nullptr;   //!< KV tokens this head attended to this step
 };
 
+/*! \brief Sizes of the device arrays a StepBuffers holds. */
+struct StepShape {
+  int batch = 1;              //!< N, rows
+  int num_q_heads = 0;        //!< Hq
+  int num_kv_heads = 0;       //!< Hkv
+  int head_dim = 128;         //!< D
+  int64_t num_pages = 1;      //!< pages in each KV pool
+  int page_size = 16;         //!< tokens per page
+  int max_pages_per_row = 1;  //!< page-table row stride
+  int ring = 512;             //!< M
+  int num_slots = 1;          //!< R, request slots of the rings
+  bool diagnostics = true;    //!< also the four [N, Hq] diagnostic arrays
+};
+
+/*! \brief One owner of the device arrays of a decode step, in the dense layouts DecodeParams
+ *  documents (NHD KV pools, rows of Hq·D): allocate() sizes them from a StepShape and
+ *  params() points a DecodeParams at them, sizes filled in. For tests, tools and examples;
+ *  a serving system passes its own memory through DecodeParams instead.
+ *  Contents are undefined after allocate(): the caller fills the KV pools, page table,
+ *  kv_len, slots, rings, readiness and queries. Scalars (softmax_scale, tau, tail, sinks,
+ *  gen_min) keep DecodeParams's defaults. */
+struct StepBuffers {
+  StepShape shape;
+  DeviceBuffer k_cache, v_cache, page_table, kv_len, slot, q_post, q_pre, out, lse;
+  DeviceBuffer ring_q_pre, ring_o, ring_lse, ready, epoch_a, epoch_b;
+  DeviceBuffer diag_hit, diag_match_pos, diag_d2, diag_keys_read;
+  /*! \brief Checks `s` (every size ≥ 1) and (re)allocates all arrays; on any failure
+   *  (a bad size, out of memory, no device) *this is left unchanged. */
+  Status allocate(const StepShape& s);
+  /*! \brief A DecodeParams over these arrays (diagnostics null when not allocated). */
+  DecodeParams params() const;
+};
+
 /*! \brief Ring entries for prompt positions (DESIGN §3 "Prefill"): for each request i and
  *  position p = first_pos[i] + j, j < num_positions, writes slot p mod M of request slot
  *  slot[i]: q̃_p (bit copy) and the exact state attn(q_p, [Fe(E(p)), E(p))) (BF16 o, FP32 L).
