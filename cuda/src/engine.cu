@@ -140,9 +140,10 @@ struct Engine::Impl {
   int G = 1, chunk = 0, grid = 0, max_items = 0;  // chunk 0: chosen per step on the device
   bool bulk = false;
   // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule, bit 1
-  // schedule → amend, bit 2 amend → combine. All when config.dependent_launch, else none;
-  // env MAC_CUDA_PDL_EDGES (0..7, an experiment-only switch) overrides.
-  unsigned pdl_edges = 7;
+  // schedule → amend, bit 2 amend → combine in MAC and prefill steps, bit 3 amend → combine
+  // in full-attention steps. config.dependent_launch: bits 0–2 (kPdlDefault), else none;
+  // env MAC_CUDA_PDL_EDGES (0..15, an experiment-only switch) overrides.
+  unsigned pdl_edges = 0;
   DeviceBuffer ws;
   size_t ws_bytes = 0;
   // workspace views
@@ -223,12 +224,16 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
   if (cfg.amend == AmendVariant::kBulk) bulk = true;
   impl->bulk = bulk;
-  impl->pdl_edges = cfg.dependent_launch ? 7u : 0u;
+  // Not bit 3: at batch 1 the lean full-attention combine fits beside the amend kernel's
+  // blocks, and its blocks launched early cost full steps 0.5–1.7 µs there (the MAC combine,
+  // with more registers, does not fit and gains 0.4–1 µs); docs/bench/tuning_h200.md §8.
+  constexpr unsigned kPdlDefault = 1u | 2u | 4u;
+  impl->pdl_edges = cfg.dependent_launch ? kPdlDefault : 0u;
   if (const char* env = std::getenv("MAC_CUDA_PDL_EDGES")) {
     char* end = nullptr;
     const long v = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || v < 0 || v > 7)
-      return invalid(cat("MAC_CUDA_PDL_EDGES = '", env, "' (expected an integer in 0..7)"));
+    if (end == env || *end != '\0' || v < 0 || v > 15)
+      return invalid(cat("MAC_CUDA_PDL_EDGES = '", env, "' (expected an integer in 0..15)"));
     impl->pdl_edges = static_cast<unsigned>(v);
   }
   impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
@@ -424,7 +429,8 @@ Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
     MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/true, /*pdl=*/false, side));
     MAC_CUDA_TRY(cudaEventRecord(ev_join, side));
   }
-  MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/false, (pdl_edges & 4u) != 0, s));
+  const unsigned combine_edge = mode == detail::kModeFull ? 8u : 4u;
+  MAC_CUDA_TRY(detail::launch_combine(kp, /*k3_only=*/false, (pdl_edges & combine_edge) != 0, s));
   if (side_k3) MAC_CUDA_TRY(cudaStreamWaitEvent(s, ev_join, 0));
   return Status::Ok();
 }

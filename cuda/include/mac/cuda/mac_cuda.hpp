@@ -256,10 +256,12 @@ struct EngineConfig {
                          //!<  Part of the reduction order, so full attention and MAC share it
   K3Mode k3_mode = K3Mode::kFused;
   AmendVariant amend = AmendVariant::kDefault;
-  bool dependent_launch = true;  //!< launch each kernel of a step after the first as a
-                                 //!<  programmatic dependent of the one before (Hopper PDL):
-                                 //!<  its blocks start while that one drains, and wait for it.
-                                 //!<  Same results either way; false: plain stream order
+  bool dependent_launch = true;  //!< launch the kernels of a step after the first as
+                                 //!<  programmatic dependents of the one before (Hopper PDL):
+                                 //!<  their blocks start while it drains, then wait for it.
+                                 //!<  Every boundary but full attention's amend → combine
+                                 //!<  (measured slower, docs/cuda.md). Same bits either way;
+                                 //!<  false: plain stream order
   int device = 0;        //!< CUDA device ordinal
 };
 
