@@ -23,10 +23,12 @@ __host__ __device__ inline float lse_natural_to_log2(float lse) { return lse * k
 
 /*! \brief Programmatic dependent launch (sm_90), called first by every kernel of a step:
  *  wait until the kernel before it in the stream has finished and its writes are visible,
- *  then allow the next kernel to launch. Waiting first keeps at most two grids of a step
- *  resident, the running one and the next (whose blocks wait here), so a waiting grid can
- *  never hold resources that blocks of a grid it waits for still need. Without the launch
- *  attribute (launch_kernel, pdl = false) both instructions are no-ops. */
+ *  then allow the next kernel to launch. A grid's dependents launch only once all its blocks
+ *  have passed this point, that is once its own predecessor has finished: at most two grids
+ *  of a step are resident, the running one and the next (whose blocks wait here), so a
+ *  waiting grid never holds resources that a grid it waits for still needs. The wait returns
+ *  at once in a kernel not launched as a dependent (launch_kernel, pdl = false); the release
+ *  matters only when the next kernel is one. */
 __device__ __forceinline__ void wait_prior_grid_then_release_next() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
