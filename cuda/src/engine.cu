@@ -224,9 +224,8 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
   if (cfg.amend == AmendVariant::kBulk) bulk = true;
   impl->bulk = bulk;
-  // Not bit 3: at batch 1 the lean full-attention combine fits beside the amend kernel's
-  // blocks, and its blocks launched early cost full steps 0.5–1.7 µs there (the MAC combine,
-  // with more registers, does not fit and gains 0.4–1 µs); docs/bench/tuning_h200.md §7.
+  // Not bit 3: measured, amend → combine as a programmatic edge costs full-attention steps
+  // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (docs/bench/tuning_h200.md §7).
   constexpr unsigned kPdlDefault = 1u | 2u | 4u;
   impl->pdl_edges = cfg.dependent_launch ? kPdlDefault : 0u;
   if (const char* env = std::getenv("MAC_CUDA_PDL_EDGES")) {
