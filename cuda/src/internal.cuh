@@ -58,6 +58,7 @@ struct RowInfo {
   int ready;     // ready[slot] ≠ 0 && epochs equal (0 in full mode)
   int eligible;  // m ≥ gen_min && ready && m ≥ 1
   int valid;     // kv_len in [1, max_context] and slot in range (MAC/prefill)
+  int slot;      // request slot as given (MAC/prefill; −1 in full mode); in range iff valid
 };
 
 /*! \brief Everything the kernels read; passed by value. */

@@ -9,13 +9,16 @@ namespace mac::cuda::detail {
 /*! \brief Row validity, readiness and eligibility (DESIGN §3 step 1, §3.2). */
 __device__ inline RowInfo row_info(const KParams& p, int row) {
   RowInfo ri;
+  // kv_len and the slot are loaded together (neither depends on the other); readiness and
+  // the epochs, which need the slot, follow in a second round.
   const int len = p.kv_len[row];
+  const int sl = p.mode != kModeFull ? p.slot[row] : -1;
+  ri.slot = sl;
   // Also within the page-table row, so no key index reads past it.
   ri.valid = len >= 1 && len <= p.max_context && len <= static_cast<int64_t>(p.max_pages) * p.page_size;
   ri.m = ri.valid ? len - 1 : -1;
   ri.ready = 0;
   if (p.mode != kModeFull && ri.valid) {
-    const int sl = p.slot[row];
     if (sl < 0 || sl >= p.R) {
       ri.valid = 0;
       ri.m = -1;
@@ -58,12 +61,15 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
   plan.hit = 0;
   __shared__ float s_d2[256 / 32];
   __shared__ int s_p[256 / 32];
-  __shared__ int s_hit, s_last;
-  if (!ri.eligible) {
+  __shared__ int s_best, s_last;
+  // The scan needs only m and the slot (first round of row_info's loads), not readiness
+  // (second round): it is issued before the eligibility test, which comes after the loop,
+  // so the two rounds overlap. An ineligible row's scan is discarded (default plan).
+  if (!ri.valid || m < 1) {
     if (z == 0 && tid == 0) p.plans[oh] = plan;
     return;
   }
-  const int sl = p.slot[row];
+  const int sl = ri.slot;
   const int l = tid % LANES, cgrp = tid / LANES;
   float q[8];
   {
@@ -103,6 +109,10 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
         best_p = pos[u];
       }
     }
+  }
+  if (!ri.eligible) {  // uniform over the block: every thread leaves here
+    if (z == 0 && tid == 0) p.plans[oh] = plan;
+    return;
   }
   // Lexicographic min over the block (order-independent, so any reduction tree works).
 #pragma unroll
@@ -145,31 +155,35 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
         }
       }
     }
-    s_hit = -1;
-    if (s_last) {
-      plan.d2 = best_d;
-      if (best_d < p.thr) {  // strict; NaN never hits
-        // Argmin first, validity second: the nearest entry must be usable.
-        const float L = p.ring_lse[(static_cast<int64_t>(sl) * p.M + best_p % p.M) * p.Hq + h];
-        const int ep = prefix_end_dev(best_p, p.r);
-        if ((L > -INFINITY) && !(p.F > 0 && ep < p.F)) {
-          plan.hit = 1;
-          plan.match_pos = best_p;
-          plan.band_start = ep;
-          p.snap_lse2[oh] = lse_natural_to_log2(L);
-          s_hit = best_p;
-        }
-      }
-      p.plans[oh] = plan;
-    }
+    s_best = s_last && best_d < p.thr ? best_p : -1;  // strict; NaN never hits
   }
   __syncthreads();
-  // Snapshot the prefix state before anyone may overwrite its slot (read before write).
-  const int hp = s_hit;
-  if (hp >= 0 && tid < D / 8) {
-    const uint4* src = reinterpret_cast<const uint4*>(
-        p.ring_o + ((static_cast<int64_t>(sl) * p.M + hp % p.M) * p.Hq + h) * D);
-    reinterpret_cast<uint4*>(p.snap_o + oh * D)[tid] = src[tid];
+  const int bp = s_best;
+  if (bp < 0) {
+    if (s_last && tid == 0) {
+      plan.d2 = best_d;
+      p.plans[oh] = plan;
+    }
+    return;
+  }
+  // The nearest entry is below the threshold. Its L (validity) and its prefix state are
+  // read in the same round: the state is copied to the snapshot whether or not L makes it
+  // a hit, and is used only on a hit (read before write: no K3 of this step has run yet).
+  const int64_t entry = (static_cast<int64_t>(sl) * p.M + bp % p.M) * p.Hq + h;
+  const float L = tid == 0 ? p.ring_lse[entry] : 0.f;  // issued before the copy waits
+  if (tid < D / 8)
+    reinterpret_cast<uint4*>(p.snap_o + oh * D)[tid] = reinterpret_cast<const uint4*>(p.ring_o + entry * D)[tid];
+  if (tid == 0) {
+    plan.d2 = best_d;
+    // Argmin first, validity second: the nearest entry must be usable.
+    const int ep = prefix_end_dev(bp, p.r);
+    if ((L > -INFINITY) && !(p.F > 0 && ep < p.F)) {
+      plan.hit = 1;
+      plan.match_pos = bp;
+      plan.band_start = ep;
+      p.snap_lse2[oh] = lse_natural_to_log2(L);
+    }
+    p.plans[oh] = plan;
   }
 }
 
