@@ -65,6 +65,34 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   const GroupDesc g = p.groups[gi];
   const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
   const bool want_all = !ri.eligible && want_out;
+  // Warp 0 completes the head after the merges. What it reads then that does not depend on
+  // them (the K1 plan and prefix snapshot, q̃) is loaded now, so those loads
+  // overlap the merge loop instead of adding round trips after it. The snapshot is read
+  // whether or not the head hit (workspace, always allocated) and used only on a hit.
+  HeadPlan plan;
+  plan.hit = 0;
+  plan.match_pos = -1;
+  plan.d2 = __int_as_float(0x7fc00000);
+  plan.band_start = 0;  // read only on a hit
+  uint16_t snap_o[V], q_tilde[V];
+  float snap_l2 = -INFINITY;
+  int sl = 0;
+  if constexpr (!kAllOnly) {
+    if (warp == 0) {
+      if (p.mode == kModeMac) {
+        plan = p.plans[oh];
+        snap_l2 = p.snap_lse2[oh];
+#pragma unroll
+        for (int i = 0; i < V; ++i) snap_o[i] = p.snap_o[oh * D + lane * V + i];
+      }
+      if (write_entry) {
+        sl = ri.slot;
+        const uint16_t* qsrc = p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + lane * V;
+#pragma unroll
+        for (int i = 0; i < V; ++i) q_tilde[i] = qsrc[i];
+      }
+    }
+  }
   MergeAcc<V> all, sink, band, tail;
   {
     const int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
@@ -138,35 +166,25 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     if (lane == 0 && p.lse) p.lse[oh] = lse_log2_to_natural(all.lse2());
     return;
   }
-  HeadPlan plan;
-  plan.hit = 0;
-  plan.match_pos = -1;
-  plan.d2 = __int_as_float(0x7fc00000);
-  plan.band_start = g.s_e;
-  if (p.mode == kModeMac) plan = p.plans[oh];
-
   // entry(m) = prefix ⊕ band over [Fe(E(m)), E(m)).
   float eo[V];
   band.normalised(eo);
   float el = band.lse2();
   if (plan.hit) {
     float po[V];
-    const uint16_t* sp = p.snap_o + oh * D + lane * V;
 #pragma unroll
-    for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(sp[i]);
-    float pl = p.snap_lse2[oh];
+    for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(snap_o[i]);
+    float pl = snap_l2;
     merge_states<V>(pl, po, el, eo);  // prefix ⊕ band
     el = pl;
 #pragma unroll
     for (int i = 0; i < V; ++i) eo[i] = po[i];
   }
   if (write_entry) {
-    const int sl = p.slot[row];
     const int64_t ri_ = (static_cast<int64_t>(sl) * p.M + ri.m % p.M) * p.Hq + h;
-    const uint16_t* qsrc = p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + lane * V;
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      p.ring_q[ri_ * D + lane * V + i] = qsrc[i];
+      p.ring_q[ri_ * D + lane * V + i] = q_tilde[i];
       p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(eo[i]);
     }
     if (lane == 0) p.ring_lse[ri_] = lse_log2_to_natural(el);
