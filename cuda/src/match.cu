@@ -1,4 +1,6 @@
 // K1 match (DESIGN §3 steps 1–2, §3.1) and the device-side schedule of K2's work items.
+#include <climits>
+
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
@@ -228,20 +230,21 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
     int cnt = 0;
     if (gi < ng) {
       const int row = gi / p.Hkv, hk = gi % p.Hkv;
+      // The group's earliest band start, read beside row_info's loads rather than after
+      // them (K1 writes a plan for every head of a MAC step; used only if eligible).
+      int band_lo = INT_MAX;
+      if (p.mode == kModeMac)
+        for (int j = 0; j < p.G; ++j) {
+          const int bs = p.plans[row * p.Hq + hk * p.G + j].band_start;
+          band_lo = bs < band_lo ? bs : band_lo;
+        }
       const RowInfo ri = row_info(p, row);
       GroupDesc g;
       g.end = ri.valid ? ri.m + 1 : 0;
       g.em = ri.valid ? prefix_end_dev(ri.m, p.r) : 0;
       g.s_e = sink_end_dev(p.F, g.em);
       g.lo = g.s_e;
-      if (ri.eligible) {
-        int lo = g.em;
-        for (int j = 0; j < p.G; ++j) {
-          const int bs = p.plans[row * p.Hq + hk * p.G + j].band_start;
-          lo = bs < lo ? bs : lo;
-        }
-        g.lo = lo;
-      }
+      if (ri.eligible) g.lo = band_lo < g.em ? band_lo : g.em;
       p.groups[gi] = g;
       cnt = group_item_count(g, cut);
     }
