@@ -69,14 +69,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   // them (the K1 plan and prefix snapshot, q̃) is loaded now, so those loads
   // overlap the merge loop instead of adding round trips after it. The snapshot is read
   // whether or not the head hit (workspace, always allocated) and used only on a hit.
-  HeadPlan plan;
-  plan.hit = 0;
-  plan.match_pos = -1;
-  plan.d2 = __int_as_float(0x7fc00000);
-  plan.band_start = 0;  // read only on a hit
+  HeadPlan plan = miss_plan(g.s_e);  // prefill rows: no K1 decision
   uint16_t snap_o[V], q_tilde[V];
   float snap_l2 = -INFINITY;
-  int sl = 0;
   if constexpr (!kAllOnly) {
     if (warp == 0) {
       if (p.mode == kModeMac) {
@@ -86,7 +81,6 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
         for (int i = 0; i < V; ++i) snap_o[i] = p.snap_o[oh * D + lane * V + i];
       }
       if (write_entry) {
-        sl = ri.slot;
         const uint16_t* qsrc = p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + lane * V;
 #pragma unroll
         for (int i = 0; i < V; ++i) q_tilde[i] = qsrc[i];
@@ -181,7 +175,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     for (int i = 0; i < V; ++i) eo[i] = po[i];
   }
   if (write_entry) {
-    const int64_t ri_ = (static_cast<int64_t>(sl) * p.M + ri.m % p.M) * p.Hq + h;
+    const int64_t ri_ = (static_cast<int64_t>(ri.slot) * p.M + ri.m % p.M) * p.Hq + h;
 #pragma unroll
     for (int i = 0; i < V; ++i) {
       p.ring_q[ri_ * D + lane * V + i] = q_tilde[i];

@@ -52,6 +52,16 @@ struct HeadPlan {
   int hit;         // 1 on a hit
 };
 
+/*! \brief The plan of a head without a match: band from `band_start`, nothing searched. */
+__device__ inline HeadPlan miss_plan(int band_start) {
+  HeadPlan plan;
+  plan.band_start = band_start;
+  plan.match_pos = -1;
+  plan.d2 = __int_as_float(0x7fc00000);  // NaN: nothing searched
+  plan.hit = 0;
+  return plan;
+}
+
 /*! \brief Row flags written by K1 (or the scheduler in full mode). */
 struct RowInfo {
   int m;         // position, −1 if kv_len invalid

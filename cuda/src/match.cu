@@ -56,11 +56,7 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
   const RowInfo ri = row_info(p, row);
   const int m = ri.m;
   const int em = ri.valid ? prefix_end_dev(m, p.r) : 0;
-  HeadPlan plan;
-  plan.band_start = sink_end_dev(p.F, em);
-  plan.match_pos = -1;
-  plan.d2 = __int_as_float(0x7fc00000);  // NaN: nothing searched
-  plan.hit = 0;
+  HeadPlan plan = miss_plan(sink_end_dev(p.F, em));
   __shared__ float s_d2[256 / 32];
   __shared__ int s_p[256 / 32];
   __shared__ int s_best, s_last;
