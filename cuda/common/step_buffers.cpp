@@ -28,6 +28,7 @@ Status StepBuffers::allocate(const StepShape& s) {
   const size_t D = static_cast<size_t>(s.head_dim), nh = static_cast<size_t>(s.batch) * s.num_q_heads;
   const size_t kv = static_cast<size_t>(s.num_pages) * s.page_size * s.num_kv_heads * D;
   const size_t rq = static_cast<size_t>(s.num_slots) * s.ring * s.num_q_heads;
+  const size_t nd = s.diagnostics ? nh : 0;  // DeviceBuffer::allocate(0) leaves it empty
   const struct {
     DeviceBuffer* buf;
     size_t bytes;
@@ -45,20 +46,14 @@ Status StepBuffers::allocate(const StepShape& s) {
               {&t.ring_lse, rq * 4},
               {&t.ready, static_cast<size_t>(s.num_slots) * 4},
               {&t.epoch_a, static_cast<size_t>(s.num_slots) * 4},
-              {&t.epoch_b, static_cast<size_t>(s.num_slots) * 4}};
+              {&t.epoch_b, static_cast<size_t>(s.num_slots) * 4},
+              {&t.diag_hit, nd},
+              {&t.diag_match_pos, nd * 8},
+              {&t.diag_d2, nd * 4},
+              {&t.diag_keys_read, nd * 4}};
   for (const auto& a : plan) {
     const Status st = a.buf->allocate(a.bytes);
     if (!st.ok()) return st;
-  }
-  if (s.diagnostics) {
-    const struct {
-      DeviceBuffer* buf;
-      size_t bytes;
-    } diag[] = {{&t.diag_hit, nh}, {&t.diag_match_pos, nh * 8}, {&t.diag_d2, nh * 4}, {&t.diag_keys_read, nh * 4}};
-    for (const auto& a : diag) {
-      const Status st = a.buf->allocate(a.bytes);
-      if (!st.ok()) return st;
-    }
   }
   *this = std::move(t);
   return Status::Ok();
