@@ -90,11 +90,6 @@ Timing time_replays(Engine& e, cudaStream_t s, int warmup, int reps, F between) 
   return t;
 }
 
-/*! \brief The step's arrays (sized for the largest grid point) and the saved ring slot. */
-struct Bufs {
-  StepBuffers step;
-  DeviceBuffer save_q, save_o, save_l;
-};
 #endif
 
 }  // namespace
@@ -159,7 +154,8 @@ int main(int argc, char** argv) {
   const int max_hkv = *std::max_element(o.hkv.begin(), o.hkv.end());
   const int pages_per_row = (max_ctx + ps - 1) / ps;
   const size_t kv_elems = static_cast<size_t>(max_b) * pages_per_row * ps * max_hkv * D;
-  Bufs b;
+  StepBuffers sb;                    // the step's arrays, sized for the largest grid point
+  DeviceBuffer save_q, save_o, save_l;  // the ring slot each replay overwrites
   std::fprintf(stderr, "allocating %.1f GB of KV\n", 2.0 * kv_elems * 2 / 1e9);
   StepShape sh;  // the largest point of the grid; each point uses a prefix of every array
   sh.batch = max_b;
@@ -172,8 +168,7 @@ int main(int argc, char** argv) {
   sh.ring = M;
   sh.num_slots = max_b;
   sh.diagnostics = true;
-  CHECK(b.step.allocate(sh));
-  StepBuffers& sb = b.step;
+  CHECK(sb.allocate(sh));
   CHECK(fill_random(sb.k_cache.data(), kv_elems, DType::kBF16, o.seed + 1, 0.f, 1.f));
   CHECK(fill_random(sb.v_cache.data(), kv_elems, DType::kBF16, o.seed + 2, 0.f, 1.f));
   const size_t qn = static_cast<size_t>(max_b) * Hq * D;
@@ -182,9 +177,9 @@ int main(int argc, char** argv) {
   CHECK(fill_random(sb.ring_q_pre.data(), rq * D, DType::kBF16, o.seed + 4, 0.f, 1.f));
   CHECK(fill_random(sb.ring_o.data(), rq * D, DType::kBF16, o.seed + 5, 0.f, 0.1f));
   CHECK(fill_random(sb.ring_lse.data(), rq, DType::kF32, o.seed + 6, 8.f, 1.f));
-  CHECK(b.save_q.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
-  CHECK(b.save_o.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
-  CHECK(b.save_l.allocate(static_cast<size_t>(max_b) * Hq * 4));
+  CHECK(save_q.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
+  CHECK(save_o.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
+  CHECK(save_l.allocate(static_cast<size_t>(max_b) * Hq * 4));
   std::vector<int32_t> ones(max_b, 1), slots(max_b);
   for (int i = 0; i < max_b; ++i) slots[i] = i;
   CHECK(copy_to_device(sb.ready.data(), ones.data(), max_b * 4));
@@ -300,19 +295,19 @@ int main(int argc, char** argv) {
             }
           // Save the slot every replay overwrites, restore it before each replay.
           const size_t slot_q = static_cast<size_t>(m % M) * Hq * D, pitch_q = static_cast<size_t>(M) * Hq * D * 2;
-          CU(cudaMemcpy2DAsync(b.save_q.data(), Hq * D * 2, sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
+          CU(cudaMemcpy2DAsync(save_q.data(), Hq * D * 2, sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
                                cudaMemcpyDeviceToDevice, s));
-          CU(cudaMemcpy2DAsync(b.save_o.data(), Hq * D * 2, sb.ring_o.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
+          CU(cudaMemcpy2DAsync(save_o.data(), Hq * D * 2, sb.ring_o.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
                                cudaMemcpyDeviceToDevice, s));
-          CU(cudaMemcpy2DAsync(b.save_l.data(), Hq * 4, sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
+          CU(cudaMemcpy2DAsync(save_l.data(), Hq * 4, sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
                                static_cast<size_t>(M) * Hq * 4, Hq * 4, N, cudaMemcpyDeviceToDevice, s));
           auto restore = [&] {
-            CU(cudaMemcpy2DAsync(sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, b.save_q.data(), Hq * D * 2, Hq * D * 2,
+            CU(cudaMemcpy2DAsync(sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, save_q.data(), Hq * D * 2, Hq * D * 2,
                                  N, cudaMemcpyDeviceToDevice, s));
-            CU(cudaMemcpy2DAsync(sb.ring_o.as<uint16_t>() + slot_q, pitch_q, b.save_o.data(), Hq * D * 2, Hq * D * 2,
+            CU(cudaMemcpy2DAsync(sb.ring_o.as<uint16_t>() + slot_q, pitch_q, save_o.data(), Hq * D * 2, Hq * D * 2,
                                  N, cudaMemcpyDeviceToDevice, s));
             CU(cudaMemcpy2DAsync(sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
-                                 static_cast<size_t>(M) * Hq * 4, b.save_l.data(), Hq * 4, Hq * 4, N,
+                                 static_cast<size_t>(M) * Hq * 4, save_l.data(), Hq * 4, Hq * 4, N,
                                  cudaMemcpyDeviceToDevice, s));
           };
           const double mac_bytes = kv_keys * D * 2 * 2 + static_cast<double>(N) * Hq * std::min(M, m) * D * 2 +
