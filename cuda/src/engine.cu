@@ -139,10 +139,12 @@ struct Engine::Impl {
   EngineConfig cfg;
   int G = 1, chunk = 0, grid = 0, max_items = 0;  // chunk 0: chosen per step on the device
   bool bulk = false;
-  // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule, bit 1
-  // schedule → amend, bit 2 amend → combine in MAC and prefill steps, bit 3 amend → combine
-  // in full-attention steps. config.dependent_launch: bits 0–2 (kPdlDefault), else none;
-  // env MAC_CUDA_PDL_EDGES (0..15, an experiment-only switch) overrides.
+  // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule (MAC steps
+  // whose schedule is a kernel of its own, see launch()), bit 1 → amend (from the
+  // schedule, or from K1 when it runs the schedule), bit 2 amend → combine in MAC and
+  // prefill steps, bit 3 amend → combine in full-attention steps. config.dependent_launch:
+  // bits 0–2 (kPdlDefault), else none; env MAC_CUDA_PDL_EDGES (0..15, an experiment-only
+  // switch) overrides.
   unsigned pdl_edges = 0;
   DeviceBuffer ws;
   size_t ws_bytes = 0;
@@ -261,7 +263,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   const size_t o_err = take(sizeof(int));
   const size_t o_k1d = take(sizeof(float) * N * Hq * detail::kMaxK1Splits);
   const size_t o_k1p = take(sizeof(int) * N * Hq * detail::kMaxK1Splits);
-  const size_t o_k1c = take(sizeof(int) * N * Hq);
+  const size_t o_k1c = take(sizeof(int) * (N * Hq + 1));  // + K1's grid arrival counter
   const size_t o_pf = take(sizeof(int32_t) * 3 * N);
   MAC_STATUS_TRY(impl->ws.allocate(off));
   impl->ws_bytes = off;
@@ -400,6 +402,7 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.k1_d2 = k1_d2;
   k.k1_pos = k1_pos;
   k.k1_count = k1_count;
+  k.k1_arrivals = k1_count + nh;
   if (mode == detail::kModeFull) {
     k.slot = nullptr;
     k.diag_hit = nullptr;  // diagnostics are MAC's; full attention leaves them alone
@@ -415,9 +418,15 @@ Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   // The step's first kernel follows whatever the caller queued; the rest follow a kernel of
   // this step and may launch as programmatic dependents (EngineConfig::dependent_launch).
   const bool k1 = mode == detail::kModeMac || mode == kModeMatchOnly;
-  if (k1) MAC_CUDA_TRY(detail::launch_match(kp, s));
+  // A MAC step's schedule runs inside K1's grid (no launch of its own, its rows' half beside
+  // the scan) when K1 splits its heads, i.e. has fewer than two per SM: a short, latency-bound
+  // K1. Measured (docs/bench/tuning_h200.md §9): 1.5–2.5 µs off every MAC step at batch 1;
+  // at batch 16 (512 heads) no gain with Hkv 4 and 4 % slower all-hit steps with Hkv 8, so
+  // larger steps keep the schedule kernel.
+  const bool fused = mode == detail::kModeMac && kp.k1_splits > 1;
+  if (k1) MAC_CUDA_TRY(detail::launch_match(kp, fused, s));
   if (mode == kModeMatchOnly) return Status::Ok();
-  MAC_CUDA_TRY(detail::launch_schedule(kp, k1 && (pdl_edges & 1u), s));
+  if (!fused) MAC_CUDA_TRY(detail::launch_schedule(kp, k1 && (pdl_edges & 1u), s));
   MAC_CUDA_TRY(MAC_DISPATCH_HEAD_DIM(D, detail::launch_amend_d64, detail::launch_amend_d128,
                                      detail::launch_amend_d256, kp, grid, bulk, (pdl_edges & 2u) != 0, s));
   const bool side_k3 = mode == detail::kModeMac && !kp.k3_in_combine;

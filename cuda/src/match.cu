@@ -5,6 +5,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "launch.hpp"
+#include "mac/cuda/mac_cuda.hpp"  // kMaxGroup
 
 namespace mac::cuda::detail {
 
@@ -41,17 +42,17 @@ __device__ inline bool better(float da, int pa, float db, int pb) {
   return pa < pb;
 }
 
+/*! \brief K1 for one block: share z of the candidates of (row, query head h). Each of the
+ *  `splits` blocks of a head scans a contiguous share; the last of them to finish (atomic
+ *  counter, reset by itself for the next launch or graph replay) reduces the shares, checks
+ *  validity and writes the plan. The argmin is a lexicographic minimum, so the split never
+ *  changes a decision. Returns with the whole block (every exit is block-uniform). */
 template <int D>
-__global__ void __launch_bounds__(256) match_kernel(const KParams p) {
-  // Grid (Hq, N, splits): each block scans a contiguous share of the candidates; the last
-  // block of a (row, head) to finish (atomic counter, reset by itself for the next launch or
-  // graph replay) reduces the shares, checks validity and writes the plan. The argmin is a
-  // lexicographic minimum, so the split never changes a decision.
+__device__ void match_share(const KParams& p, int h, int row, int z, int splits) {
   constexpr int LANES = D / 8;          // lanes per candidate (canonical order, §3.1)
   constexpr int CPP = 256 / LANES;      // candidates per pass of the block
   constexpr int UNROLL = 4;
-  wait_prior_grid_then_release_next();  // first of a step: lets the schedule kernel launch early
-  const int h = blockIdx.x, row = blockIdx.y, z = blockIdx.z, splits = gridDim.z, tid = threadIdx.x;
+  const int tid = threadIdx.x;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
   const RowInfo ri = row_info(p, row);
   const int m = ri.m;
@@ -185,23 +186,29 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
   }
 }
 
-/*! \brief One block: the item size of this step, per group (row, KV head) the key ranges
- *  and item count, an exclusive scan into group_off, and the item → group table. The work
- *  split follows each group's span (misses: the whole context; all-hit groups: band + tail +
- *  sinks) and is decided here, on the device. Also resets the amend kernel's item counter. */
-__global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
-  using Scan = cub::BlockScan<int, 1024>;
-  using Sum = cub::BlockReduce<long long, 1024>;
-  __shared__ union {
-    typename Scan::TempStorage scan;
-    typename Sum::TempStorage sum;
-  } tmp;
-  __shared__ int carry;
+// ---------------------------------------------------------------------------------------
+// The schedule of K2's work items, decided on the device (no host round trip): the step's
+// item size, per group (row, KV head) the key ranges and item count, an exclusive scan into
+// group_off and the item → group table. The split follows each group's span (misses: the
+// whole context; all-hit groups: band + tail + sinks). It has two halves: the rows' half
+// needs only kv_len and the row tables, the groups' half also K1's plans. Full attention,
+// prefill and MAC steps with many heads run both in one block (schedule_kernel). A MAC step
+// whose K1 splits its heads (few heads: a short, latency-bound K1; Engine::Impl::launch)
+// runs them inside K1's grid (match_kernel): one extra block does the rows' half while the
+// others scan, and the last block of the grid to finish does the groups' half, so the step
+// has no schedule launch of its own and the rows' half costs no time after K1.
+// ---------------------------------------------------------------------------------------
+
+/*! \brief Rows' half: the RowInfo of every row, the error flags, the step's cut (work[0],
+ *  work[2]) and the reset of the amend kernel's item counter (work[1]). Returns the cut. */
+template <int kThreads>
+__device__ Cut schedule_rows(const KParams& p) {
+  using Sum = cub::BlockReduce<long long, kThreads>;
+  __shared__ typename Sum::TempStorage tmp;
   __shared__ Cut s_cut;
-  wait_prior_grid_then_release_next();  // K1's plans are read below
-  const int tid = threadIdx.x, ng = p.N * p.Hkv;
+  const int tid = threadIdx.x;
   long long keys = 0;  // Σ Hkv·kv_len over valid rows: the step's full-attention work
-  for (int row = tid; row < p.N; row += blockDim.x) {
+  for (int row = tid; row < p.N; row += kThreads) {
     const RowInfo ri = row_info(p, row);
     p.rows[row] = ri;
     if (!ri.valid) {
@@ -211,30 +218,57 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
       keys += static_cast<long long>(ri.m + 1) * p.Hkv;
     }
   }
-  keys = Sum(tmp.sum).Sum(keys);
+  keys = Sum(tmp).Sum(keys);
   if (tid == 0) {
-    carry = 0;
     s_cut = step_cut(keys, p.warps_total, p.chunk);
     p.work[0] = s_cut.C;
     p.work[1] = 0;
     p.work[2] = s_cut.lg;
   }
   __syncthreads();
-  const Cut cut = s_cut;
-  for (int base = 0; base < ng; base += blockDim.x) {
+  return s_cut;
+}
+
+/*! \brief A RowInfo written by another block of the running grid, read through L2. */
+__device__ inline RowInfo load_row_cg(const RowInfo* r) {
+  RowInfo ri;
+  ri.m = __ldcg(&r->m);
+  ri.ready = __ldcg(&r->ready);
+  ri.eligible = __ldcg(&r->eligible);
+  ri.valid = __ldcg(&r->valid);
+  ri.slot = __ldcg(&r->slot);
+  return ri;
+}
+
+/*! \brief Groups' half. kFromRows: the RowInfo as schedule_rows stored it (written by another
+ *  block of K1's grid, read through L2); else recomputed from the row tables, whose loads
+ *  hit in L1 after the rows' half in the same block. */
+template <int kThreads, bool kFromRows>
+__device__ void schedule_groups(const KParams& p, const Cut cut) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int carry;
+  const int tid = threadIdx.x, ng = p.N * p.Hkv;
+  if (tid == 0) carry = 0;
+  __syncthreads();
+  for (int base = 0; base < ng; base += kThreads) {
     const int gi = base + tid;
     int cnt = 0;
     if (gi < ng) {
       const int row = gi / p.Hkv, hk = gi % p.Hkv;
-      // The group's earliest band start, read beside row_info's loads rather than after
+      // The group's earliest band start, read beside the row's loads rather than after
       // them (K1 writes a plan for every head of a MAC step; used only if eligible).
+      // Unrolled to G's bound so the G loads are in flight together, not one at a time.
       int band_lo = INT_MAX;
-      if (p.mode == kModeMac)
-        for (int j = 0; j < p.G; ++j) {
-          const int bs = p.plans[row * p.Hq + hk * p.G + j].band_start;
+      if (p.mode == kModeMac) {
+        const HeadPlan* plan = p.plans + row * p.Hq + hk * p.G;
+#pragma unroll
+        for (int j = 0; j < kMaxGroup; ++j) {
+          const int bs = j < p.G ? __ldcg(&plan[j].band_start) : INT_MAX;
           band_lo = bs < band_lo ? bs : band_lo;
         }
-      const RowInfo ri = row_info(p, row);
+      }
+      const RowInfo ri = kFromRows ? load_row_cg(p.rows + row) : row_info(p, row);
       GroupDesc g;
       g.end = ri.valid ? ri.m + 1 : 0;
       g.em = ri.valid ? prefix_end_dev(ri.m, p.r) : 0;
@@ -245,7 +279,7 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
       cnt = group_item_count(g, cut);
     }
     int excl, agg;
-    Scan(tmp.scan).ExclusiveSum(cnt, excl, agg);
+    Scan(tmp).ExclusiveSum(cnt, excl, agg);
     if (gi < ng) p.group_off[gi] = carry + excl;
     __syncthreads();
     if (tid == 0) carry += agg;
@@ -255,21 +289,76 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   __syncthreads();  // group_off complete and visible to the block
   // Item → group table, one warp per group, coalesced.
   const int lane = tid & 31;
-  for (int gi = tid >> 5; gi < ng; gi += blockDim.x >> 5) {
-    const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
+  for (int gi = tid >> 5; gi < ng; gi += kThreads >> 5) {
+    const int off = __ldcg(p.group_off + gi), cnt = __ldcg(p.group_off + gi + 1) - off;
     for (int k = lane; k < cnt; k += 32) p.item_group[off + k] = gi;
   }
 }
 
-cudaError_t launch_match(const KParams& p, cudaStream_t s) {
-  const dim3 grid(p.Hq, p.N, p.k1_splits);
-  switch (p.D) {
-    case 64: match_kernel<64><<<grid, 256, 0, s>>>(p); break;
-    case 128: match_kernel<128><<<grid, 256, 0, s>>>(p); break;
-    case 256: match_kernel<256><<<grid, 256, 0, s>>>(p); break;
-    default: return cudaErrorInvalidValue;
+/*! \brief The schedule alone, one block. */
+__global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
+  wait_prior_grid_then_release_next();  // in a MAC step, K1's plans are read below
+  const Cut cut = schedule_rows<1024>(p);
+  schedule_groups<1024, false>(p, cut);
+}
+
+/*! \brief K1 over a grid (Hq, N, splits) of (head, row, share) blocks. kSchedule: the
+ *  schedule too. The grid then has one more column (x = Hq), whose first block runs the
+ *  rows' half (the others leave at once), and the last block to finish (a grid-wide arrival
+ *  counter, reset by that block) runs the groups' half, after every plan is written. A
+ *  separate instantiation: the schedule's code raises the kernel's registers (40 → 47 when
+ *  written, one block fewer per SM), which costs a K1 of several waves (batch 64: 5 %). */
+template <int D, bool kSchedule>
+__global__ void __launch_bounds__(256) match_kernel(const KParams p) {
+  wait_prior_grid_then_release_next();  // first of a step: lets the next kernel launch early
+  if (!kSchedule) {
+    match_share<D>(p, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.z);
+    return;
+  }
+  if (static_cast<int>(blockIdx.x) == p.Hq) {
+    if (blockIdx.y != 0 || blockIdx.z != 0) return;
+    schedule_rows<256>(p);
+  } else {
+    match_share<D>(p, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.z);
+  }
+  // Arrival, as in a grid barrier: the block's writes (plans, snapshots, rows, cut) are
+  // ordered before thread 0's fence by the barrier, and the fence before the atomic.
+  __shared__ int s_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const int arrivals = p.N * p.Hq * static_cast<int>(gridDim.z) + 1;
+    s_last = atomicAdd(p.k1_arrivals, 1) == arrivals - 1;
+    if (s_last) {
+      *p.k1_arrivals = 0;  // ready for the next launch / replay
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  if (!s_last) return;
+  Cut cut;
+  cut.C = __ldcg(p.work);
+  cut.lg = __ldcg(p.work + 2);
+  schedule_groups<256, true>(p, cut);
+}
+
+template <int D>
+cudaError_t launch_match_d(const KParams& p, bool with_schedule, cudaStream_t s) {
+  if (with_schedule) {
+    match_kernel<D, true><<<dim3(p.Hq + 1, p.N, p.k1_splits), 256, 0, s>>>(p);
+  } else {
+    match_kernel<D, false><<<dim3(p.Hq, p.N, p.k1_splits), 256, 0, s>>>(p);
   }
   return cudaGetLastError();
+}
+
+cudaError_t launch_match(const KParams& p, bool with_schedule, cudaStream_t s) {
+  switch (p.D) {
+    case 64: return launch_match_d<64>(p, with_schedule, s);
+    case 128: return launch_match_d<128>(p, with_schedule, s);
+    case 256: return launch_match_d<256>(p, with_schedule, s);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t launch_schedule(const KParams& p, bool pdl, cudaStream_t s) {
