@@ -88,8 +88,14 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     }
   }
   MergeAcc<V> all, sink, band, tail;
+  // Final states of the four merges (normalised, base 2), as warp 0 uses them below.
+  float all_o[V], sink_o[V], band_o[V], tail_o[V];
+  float all_l2, sink_l2, band_l2, tail_l2;
   {
     const int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
+    // Items are in key order: sinks, band, tail (group_item); the category of item k
+    // follows from the counts, computed once rather than per item.
+    const GroupCounts n = group_counts(g, cut);
     // Loads of U items are issued before their (ordered) merges: the merge order stays the
     // item order, the memory latency is paid once per U items (the chain that sets a short
     // step's combine time: 32 items per warp at batch 1, 127K, Hkv 4).
@@ -117,9 +123,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
         if (k >= k_hi) break;
         if (want_all) all.add(l2[u], o[u]);
         if constexpr (!kAllOnly) {
-          const ItemRange it = group_item(g, k, cut);
-          if (it.cat == kCatSink) sink.add(l2[u], o[u]);
-          else if (it.cat == kCatBand) band.add(l2[u], o[u]);
+          if (k < n.sink) sink.add(l2[u], o[u]);
+          else if (k < n.sink + n.band) band.add(l2[u], o[u]);
           else tail.add(l2[u], o[u]);
         }
       }
@@ -140,75 +145,95 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
       stash(3, tail);
     }
     __syncthreads();
-    if (warp != 0) return;
-    MergeAcc<V> merged[kCats];
+    // The shares of each merge are merged in warp order: by warp 0 alone in full attention,
+    // by warp c mod kCombineWarps for merge c here (the four run side by side; each result
+    // goes back to its share slot 0). Either way the same operations in the same order: ineligible rows keep
+    // full attention's bits.
+    auto finish = [&](int c, float* o, float& l2) {
+      MergeAcc<V> m;
+      for (int w = 0; w < kCombineWarps; ++w) m.add(share.l2[c][w], &share.o[c][w][lane * V]);
+      m.normalised(o);
+      l2 = m.lse2();
+    };
+    if constexpr (kAllOnly) {
+      if (warp != 0) return;
+      finish(0, all_o, all_l2);
+    } else {
+      for (int c = warp; c < kCats; c += kCombineWarps) {
+        float t[V], l;
+        finish(c, t, l);
+        __syncwarp();  // every lane has read its share slots before slot 0 is overwritten
 #pragma unroll
-    for (int c = 0; c < kCats; ++c)
-      for (int w = 0; w < kCombineWarps; ++w) merged[c].add(share.l2[c][w], &share.o[c][w][lane * V]);
-    all = merged[0];
-    if constexpr (!kAllOnly) {
-      sink = merged[1];
-      band = merged[2];
-      tail = merged[3];
+        for (int i = 0; i < V; ++i) share.o[c][0][lane * V + i] = t[i];
+        if (lane == 0) share.l2[c][0] = l;
+      }
+      __syncthreads();
+      if (warp != 0) return;
+      auto load = [&](int c, float* o, float& l2) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) o[i] = share.o[c][0][lane * V + i];
+        l2 = share.l2[c][0];
+      };
+      load(0, all_o, all_l2);
+      load(1, sink_o, sink_l2);
+      load(2, band_o, band_l2);
+      load(3, tail_o, tail_l2);
     }
   }
   if constexpr (kAllOnly) {
+#pragma unroll
+    for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(all_o[i]);
+    if (lane == 0 && p.lse) p.lse[oh] = lse_log2_to_natural(all_l2);
+  } else {
+    // entry(m) = prefix ⊕ band over [Fe(E(m)), E(m)).
+    float eo[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) eo[i] = band_o[i];
+    float el = band_l2;
+    if (plan.hit) {
+      float po[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(snap_o[i]);
+      float pl = snap_l2;
+      merge_states<V>(pl, po, el, eo);  // prefix ⊕ band
+      el = pl;
+#pragma unroll
+      for (int i = 0; i < V; ++i) eo[i] = po[i];
+    }
+    if (write_entry) {
+      const int64_t ri_ = (static_cast<int64_t>(ri.slot) * p.M + ri.m % p.M) * p.Hq + h;
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        p.ring_q[ri_ * D + lane * V + i] = q_tilde[i];
+        p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(eo[i]);
+      }
+      if (lane == 0) p.ring_lse[ri_] = lse_log2_to_natural(el);
+    }
+    if (!want_out) return;
+
     float oo[V];
-    all.normalised(oo);
+    float ol;
+    if (!ri.eligible) {
+      ol = all_l2;  // strictly in key order: identical to full attention
+#pragma unroll
+      for (int i = 0; i < V; ++i) oo[i] = all_o[i];
+    } else {
+      ol = el;
+#pragma unroll
+      for (int i = 0; i < V; ++i) oo[i] = eo[i];
+      merge_states<V>(ol, oo, sink_l2, sink_o);  // entry ⊕ sink
+      merge_states<V>(ol, oo, tail_l2, tail_o);  // ⊕ tail
+    }
 #pragma unroll
     for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(oo[i]);
-    if (lane == 0 && p.lse) p.lse[oh] = lse_log2_to_natural(all.lse2());
-    return;
-  }
-  // entry(m) = prefix ⊕ band over [Fe(E(m)), E(m)).
-  float eo[V];
-  band.normalised(eo);
-  float el = band.lse2();
-  if (plan.hit) {
-    float po[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(snap_o[i]);
-    float pl = snap_l2;
-    merge_states<V>(pl, po, el, eo);  // prefix ⊕ band
-    el = pl;
-#pragma unroll
-    for (int i = 0; i < V; ++i) eo[i] = po[i];
-  }
-  if (write_entry) {
-    const int64_t ri_ = (static_cast<int64_t>(ri.slot) * p.M + ri.m % p.M) * p.Hq + h;
-#pragma unroll
-    for (int i = 0; i < V; ++i) {
-      p.ring_q[ri_ * D + lane * V + i] = q_tilde[i];
-      p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(eo[i]);
+    if (lane == 0) {
+      if (p.lse) p.lse[oh] = lse_log2_to_natural(ol);
+      if (p.diag_hit) p.diag_hit[oh] = static_cast<int8_t>(plan.hit);
+      if (p.diag_match_pos) p.diag_match_pos[oh] = plan.match_pos;
+      if (p.diag_d2) p.diag_d2[oh] = plan.d2;
+      if (p.diag_keys_read)
+        p.diag_keys_read[oh] = plan.hit ? (g.em - plan.band_start) + g.s_e + (g.end - g.em) : g.end;
     }
-    if (lane == 0) p.ring_lse[ri_] = lse_log2_to_natural(el);
-  }
-  if (!want_out) return;
-
-  float oo[V];
-  float ol;
-  if (!ri.eligible) {
-    all.normalised(oo);  // strictly in key order: identical to full attention
-    ol = all.lse2();
-  } else {
-    float so[V], to[V];
-    sink.normalised(so);
-    tail.normalised(to);
-    ol = el;
-#pragma unroll
-    for (int i = 0; i < V; ++i) oo[i] = eo[i];
-    merge_states<V>(ol, oo, sink.lse2(), so);  // entry ⊕ sink
-    merge_states<V>(ol, oo, tail.lse2(), to);  // ⊕ tail
-  }
-#pragma unroll
-  for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(oo[i]);
-  if (lane == 0) {
-    if (p.lse) p.lse[oh] = lse_log2_to_natural(ol);
-    if (p.diag_hit) p.diag_hit[oh] = static_cast<int8_t>(plan.hit);
-    if (p.diag_match_pos) p.diag_match_pos[oh] = plan.match_pos;
-    if (p.diag_d2) p.diag_d2[oh] = plan.d2;
-    if (p.diag_keys_read)
-      p.diag_keys_read[oh] = plan.hit ? (g.em - plan.band_start) + g.s_e + (g.end - g.em) : g.end;
   }
 }
 
