@@ -420,7 +420,7 @@ Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   const bool k1 = mode == detail::kModeMac || mode == kModeMatchOnly;
   // A MAC step's schedule runs inside K1's grid (no launch of its own, its rows' half beside
   // the scan) when K1 splits its heads, i.e. has fewer than two per SM: a short, latency-bound
-  // K1. Measured (docs/bench/tuning_h200.md §9): 1.5–2.5 µs off every MAC step at batch 1;
+  // K1. Measured (docs/bench/tuning_h200.md §9): 0.5–3.3 µs off every MAC step at batch 1;
   // at batch 16 (512 heads) no gain with Hkv 4 and 4 % slower all-hit steps with Hkv 8, so
   // larger steps keep the schedule kernel.
   const bool fused = mode == detail::kModeMac && kp.k1_splits > 1;
