@@ -31,8 +31,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     combine_kernel(const KParams p, int k3_only) {
   constexpr int V = D / 32;  // dims per lane, contiguous
   // One block per (row, query head); its warps merge contiguous shares of the head's
-  // items, then warp 0 merges the shares in order. The order is fixed by the item count
-  // alone, so full attention and ineligible MAC rows still merge identically.
+  // items, then each merge's shares are merged in warp order (below). The order is fixed by
+  // the item count alone, so full attention and ineligible MAC rows still merge identically.
   wait_prior_grid_then_release_next();  // the amend kernel's partial states are read below
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wid = blockIdx.x;
@@ -87,14 +87,13 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
       }
     }
   }
-  MergeAcc<V> all, sink, band, tail;
   // Final states of the four merges (normalised, base 2), as warp 0 uses them below.
   float all_o[V], sink_o[V], band_o[V], tail_o[V];
   float all_l2, sink_l2, band_l2, tail_l2;
   {
+    MergeAcc<V> all, sink, band, tail;  // this warp's share of each merge
     const int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
-    // Items are in key order: sinks, band, tail (group_item); the category of item k
-    // follows from the counts, computed once rather than per item.
+    // The category of each item follows from the group's counts, computed once per warp.
     const GroupCounts n = group_counts(g, cut);
     // Loads of U items are issued before their (ordered) merges: the merge order stays the
     // item order, the memory latency is paid once per U items (the chain that sets a short
@@ -123,8 +122,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
         if (k >= k_hi) break;
         if (want_all) all.add(l2[u], o[u]);
         if constexpr (!kAllOnly) {
-          if (k < n.sink) sink.add(l2[u], o[u]);
-          else if (k < n.sink + n.band) band.add(l2[u], o[u]);
+          const int cat = item_cat(n, k);
+          if (cat == kCatSink) sink.add(l2[u], o[u]);
+          else if (cat == kCatBand) band.add(l2[u], o[u]);
           else tail.add(l2[u], o[u]);
         }
       }

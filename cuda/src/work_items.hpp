@@ -111,6 +111,12 @@ MAC_HD inline GroupCounts group_counts(const GroupDesc& g, const Cut& c) {
 }
 MAC_HD inline int group_item_count(const GroupDesc& g, const Cut& c) { return group_counts(g, c).total(); }
 
+/*! \brief The category of item k of a group with item counts n (items are in key order:
+ *  sinks, band, tail). */
+MAC_HD inline int item_cat(const GroupCounts& n, int k) {
+  return k < n.sink ? kCatSink : k < n.sink + n.band ? kCatBand : kCatTail;
+}
+
 struct ItemRange {
   int a, b, cat;
 };
@@ -118,13 +124,14 @@ struct ItemRange {
 /*! \brief Item k of group g (0 ≤ k < group_item_count): its key range and category. */
 MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, const Cut& c) {
   const GroupCounts n = group_counts(g, c);
-  int lo, hi, cat, j;
-  if (k < n.sink) {
-    lo = 0; hi = g.s_e; cat = kCatSink; j = k;
-  } else if (k < n.sink + n.band) {
-    lo = g.lo; hi = g.em; cat = kCatBand; j = k - n.sink;
+  const int cat = item_cat(n, k);
+  int lo, hi, j;
+  if (cat == kCatSink) {
+    lo = 0; hi = g.s_e; j = k;
+  } else if (cat == kCatBand) {
+    lo = g.lo; hi = g.em; j = k - n.sink;
   } else {
-    lo = g.em; hi = g.end; cat = kCatTail; j = k - n.sink - n.band;
+    lo = g.em; hi = g.end; j = k - n.sink - n.band;
   }
   const int cell = (lo >> c.lg) + j;
   ItemRange it;
