@@ -14,6 +14,10 @@
 //
 // Per query head the keys of an item are clipped to the head's own range (band items start
 // at the head's band_start), so the hit heads of a mixed group attend only their band.
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <type_traits>
+
 #include "launch.hpp"
 
 namespace mac::cuda::detail {
@@ -67,18 +71,32 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 #ifndef MAC_AMEND_L2_PREFETCH
 #define MAC_AMEND_L2_PREFETCH 128
 #endif
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
 #if MAC_AMEND_L2_PREFETCH == 256
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#define MAC_CP_ASYNC_PREFETCH ".L2::256B"
 #elif MAC_AMEND_L2_PREFETCH == 128
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#define MAC_CP_ASYNC_PREFETCH ".L2::128B"
 #elif MAC_AMEND_L2_PREFETCH == 64
-  asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#define MAC_CP_ASYNC_PREFETCH ".L2::64B"
 #elif MAC_AMEND_L2_PREFETCH == 0
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#define MAC_CP_ASYNC_PREFETCH ""
 #else
 #error "MAC_AMEND_L2_PREFETCH must be 0, 64, 128 or 256"
 #endif
+/*! \brief The L2 evict_first policy of the K/V copies of steps that use it (read once: keeps
+ *  the partial states and the step's tables in L2); which steps do: kv_evict_first_auto
+ *  (work_items.hpp), or KParams::kv_evict_first when fixed. The other steps copy without a
+ *  cache hint: an explicit evict_normal policy measured 8–10 % slower on large steps. */
+__device__ __forceinline__ uint64_t kv_evict_first_policy() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global" MAC_CP_ASYNC_PREFETCH " [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint64_t pol) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint" MAC_CP_ASYNC_PREFETCH " [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "l"(pol));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -107,6 +125,86 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+/*! \brief The shared-memory tables of a self-scheduled step (self_schedule_ints layout). */
+struct SelfTables {
+  int* off;   // [ng + 1] first item of each group; off[ng] = the step's items
+  int* lo;    // [ng] band start of each group
+  int* m;     // [N] position of each row, −1 if the row is invalid
+  int* elig;  // [N] 1 if the row is eligible (MAC)
+};
+
+/*! \brief The step's schedule, computed by every block of the amend kernel into its own shared
+ *  memory, so a step needs no schedule kernel and no item waits on a global lookup: the same
+ *  rows, cut, groups and item order as schedule_rows/schedule_groups (match.cu), from the same
+ *  inputs through the same helpers (row_info, step_cut, make_group, group_item_count), hence
+ *  the same items and bits. Block 0 also writes what the combine reads (rows, groups,
+ *  group_off, the cut in work[0], work[2]) and the error flags. The rows' inputs are step
+ *  inputs, complete before the step's first kernel started, so they are read before waiting
+ *  for the kernel before this one (K1 in a MAC step); K1's plans after. Block-wide. */
+template <int kThreads>
+__device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
+  using Sum = cub::BlockReduce<long long, kThreads>;
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ union {
+    typename Sum::TempStorage sum;
+    typename Scan::TempStorage scan;
+  } tmp;
+  __shared__ Cut s_cut;
+  __shared__ int carry;
+  const int tid = threadIdx.x, ng = p.N * p.Hkv;
+  const bool writer = blockIdx.x == 0;
+  long long keys = 0;  // Σ Hkv·kv_len over valid rows
+  for (int row = tid; row < p.N; row += kThreads) {
+    const RowInfo ri = row_info(p, row);
+    t.m[row] = ri.valid ? ri.m : -1;
+    t.elig[row] = ri.eligible;
+    if (ri.valid) keys += static_cast<long long>(ri.m + 1) * p.Hkv;
+    if (writer) {
+      p.rows[row] = ri;
+      if (!ri.valid) report_row_error(p, row);
+    }
+  }
+  keys = Sum(tmp.sum).Sum(keys);
+  if (tid == 0) {
+    s_cut = step_cut(keys, p.warps_total, p.chunk);
+    carry = 0;
+    if (writer) {
+      p.work[0] = s_cut.C;
+      p.work[2] = s_cut.lg;
+    }
+  }
+  wait_prior_grid_then_release_next();  // K1's plans are read below
+  __syncthreads();
+  const Cut cut = s_cut;
+  for (int base = 0; base < ng; base += kThreads) {
+    const int gi = base + tid;
+    int cnt = 0;
+    if (gi < ng) {
+      const int row = gi / p.Hkv;
+      const bool el = t.elig[row] != 0;
+      const GroupDesc g = make_group(t.m[row], el, el ? group_band_lo(p, row, gi % p.Hkv) : INT_MAX, p.r, p.F);
+      t.lo[gi] = g.lo;
+      cnt = group_item_count(g, cut);
+      if (writer) p.groups[gi] = g;
+    }
+    int excl, agg;
+    Scan(tmp.scan).ExclusiveSum(cnt, excl, agg);
+    if (gi < ng) {
+      t.off[gi] = carry + excl;
+      if (writer) p.group_off[gi] = carry + excl;
+    }
+    __syncthreads();
+    if (tid == 0) carry += agg;
+    __syncthreads();
+  }
+  if (tid == 0) {
+    t.off[ng] = carry;
+    if (writer) p.group_off[ng] = carry;
+  }
+  __syncthreads();
+  return cut;
+}
+
 /*! \brief Which (row, KV head, key range) global item `item` is (row < 0: none left);
  *  ptrow: the row's page-table row (row_pt[row] in prefill mode, else row). */
 struct ItemDesc {
@@ -119,11 +217,26 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   using Cfg = AmendCfg<D, kBulk>;
   constexpr int S = Cfg::kStages, CPR = Cfg::kCpr, NT = D / 8, KS = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
-  wait_prior_grid_then_release_next();  // the schedule kernel's outputs are read below
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t wsmem = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kWarpSmem;
-  const int total = __ldg(p.group_off + p.N * p.Hkv);
-  const Cut cut = load_cut(p);  // this step's item sizes (schedule kernel)
+  const int ng = p.N * p.Hkv;
+  // The schedule: computed here into the tables after the stages (self-scheduled), or read
+  // from what the schedule kernel (or K1's grid) wrote.
+  SelfTables tab{};
+  int total;
+  Cut cut;
+  if (p.self_schedule) {
+    tab.off = reinterpret_cast<int*>(smem + Cfg::kSmem);
+    tab.lo = tab.off + ng + 1;
+    tab.m = tab.lo + ng;
+    tab.elig = tab.m + p.N;
+    cut = self_schedule<Cfg::kThreads>(p, tab);
+    total = tab.off[ng];
+  } else {
+    wait_prior_grid_then_release_next();  // the schedule kernel's outputs are read below
+    total = __ldg(p.group_off + ng);
+    cut = load_cut(p);
+  }
   const int W = gridDim.x * Cfg::kWarps;
   // First item of each warp: block-major, so that a step with fewer items than warps still
   // spreads them over every SM; later items are claimed dynamically (work[1] counts them).
@@ -153,7 +266,11 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   struct Claimed {  // a claimed item (the claim id is the item id) whose group is loading
     int item, gi;    // gi = −1 past the last item
   };
-  auto group_of = [&](int c) { return Claimed{c, c < total ? __ldg(p.item_group + c) : -1}; };
+  auto group_of = [&](int c) {
+    int gi = -1;
+    if (c < total) gi = p.self_schedule ? item_group_search(tab.off, ng, c) : __ldg(p.item_group + c);
+    return Claimed{c, gi};
+  };
   struct Pending {  // an item whose group description (and page-table row) is in flight
     int c, gi, off, ptrow;
     GroupDesc g;
@@ -167,9 +284,15 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     n.ptrow = 0;
     n.g = GroupDesc{0, 0, 0, 0};
     if (gi >= 0) {
-      n.g = p.groups[gi];
-      n.off = __ldg(p.group_off + gi);
       const int row = gi / p.Hkv;
+      if (p.self_schedule) {
+        n.g = make_group(tab.m[row], false, 0, p.r, p.F);
+        n.g.lo = tab.lo[gi];
+        n.off = tab.off[gi];
+      } else {
+        n.g = p.groups[gi];
+        n.off = __ldg(p.group_off + gi);
+      }
       n.ptrow = p.row_pt ? __ldg(p.row_pt + row) : row;
     }
     return n;
@@ -210,6 +333,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   auto page_of = [&](const ItemDesc& d, int key) {
     return __ldg(p.page_table + static_cast<int64_t>(d.ptrow) * p.max_pages + key / p.page_size);
   };
+  const bool kv_ef = p.kv_evict_first < 0 ? kv_evict_first_auto(total, cut.C, D) : p.kv_evict_first != 0;
+  const uint64_t kv_pol = kv_evict_first_policy();
   int ld_key = tile_key(ld, 0);
   int ld_page = page_of(ld, ld_key);
   int ld_seq = 0;
@@ -234,14 +359,25 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         bulk_copy_g2s((lane < 16 ? sK : sV) + r * Cfg::kRowBytes, (lane < 16 ? p.k_cache : p.v_cache) + off, D * 2,
                       bar);
       } else {
+        // Lane l copies 16-byte chunks l, l + 32, … of the tile's K and V rows; two copies of
+        // the loop, so the step's cache policy is one uniform branch per tile.
+        auto copy_tile = [&](auto evict_first) {
 #pragma unroll
-        for (int i = 0; i < (16 * CPR) / 32; ++i) {
-          const int idx = lane + 32 * i, r = idx / CPR, c = idx % CPR;
-          const int64_t roff = __shfl_sync(0xffffffffu, off, r) + c * 8;
-          const uint32_t dst = (r * CPR + (c ^ (r & 7))) * 16;
-          cp_async16(sK + dst, p.k_cache + roff);
-          cp_async16(sV + dst, p.v_cache + roff);
-        }
+          for (int i = 0; i < (16 * CPR) / 32; ++i) {
+            const int idx = lane + 32 * i, r = idx / CPR, c = idx % CPR;
+            const int64_t roff = __shfl_sync(0xffffffffu, off, r) + c * 8;
+            const uint32_t dst = (r * CPR + (c ^ (r & 7))) * 16;
+            if constexpr (decltype(evict_first)::value) {
+              cp_async16(sK + dst, p.k_cache + roff, kv_pol);
+              cp_async16(sV + dst, p.v_cache + roff, kv_pol);
+            } else {
+              cp_async16(sK + dst, p.k_cache + roff);
+              cp_async16(sV + dst, p.v_cache + roff);
+            }
+          }
+        };
+        if (kv_ef) copy_tile(std::true_type{});
+        else copy_tile(std::false_type{});
       }
       if (++ld_tile == ld.ntiles) {  // item boundary: every input below arrived an item ago
         ld_tile = 0;
@@ -450,31 +586,39 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
 }
 
 template <int D, bool kBulk>
-cudaError_t launch_amend_one(const KParams& p, int grid, bool pdl, cudaStream_t stream) {
+cudaError_t launch_amend_one(const KParams& p, int grid, int table_bytes, bool pdl, cudaStream_t stream) {
   using Cfg = AmendCfg<D, kBulk>;
-  return launch_kernel(amend_kernel<D, kBulk>, grid, Cfg::kThreads, Cfg::kSmem, stream, pdl, p);
+  return launch_kernel(amend_kernel<D, kBulk>, grid, Cfg::kThreads, Cfg::kSmem + table_bytes, stream, pdl, p);
 }
 
 template <int D>
-cudaError_t launch_amend_impl(const KParams& p, int grid, bool bulk, bool pdl, cudaStream_t stream) {
+cudaError_t launch_amend_impl(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl, cudaStream_t stream) {
   // The smem limits were raised by amend_grid_impl (Engine::create).
-  return bulk ? launch_amend_one<D, true>(p, grid, pdl, stream) : launch_amend_one<D, false>(p, grid, pdl, stream);
+  return bulk ? launch_amend_one<D, true>(p, grid, table_bytes, pdl, stream)
+              : launch_amend_one<D, false>(p, grid, table_bytes, pdl, stream);
 }
 
 template <int D, bool kBulk>
-int amend_grid_one(int device) {
+int amend_grid_one(int device, int table_bytes) {
   using Cfg = AmendCfg<D, kBulk>;
-  cudaFuncSetAttribute(amend_kernel<D, kBulk>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+  // The limit covers the largest table any engine may use, so that engines with different
+  // configurations never lower it under one another's launches.
+  int optin = 0;
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  const int limit = Cfg::kSmem + kMaxSelfTableBytes < optin ? Cfg::kSmem + kMaxSelfTableBytes : optin;
+  cudaFuncSetAttribute(amend_kernel<D, kBulk>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
+  if (Cfg::kSmem + table_bytes > limit) return 0;
   int per_sm = 0, sms = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, amend_kernel<D, kBulk>, Cfg::kThreads, Cfg::kSmem);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, amend_kernel<D, kBulk>, Cfg::kThreads,
+                                                Cfg::kSmem + table_bytes);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (per_sm < 1) per_sm = 1;
+  if (per_sm < 1) return table_bytes > 0 ? 0 : sms;
   return per_sm * sms;
 }
 
 template <int D>
-int amend_grid_impl(int device, bool bulk) {
-  return bulk ? amend_grid_one<D, true>(device) : amend_grid_one<D, false>(device);
+int amend_grid_impl(int device, bool bulk, int table_bytes) {
+  return bulk ? amend_grid_one<D, true>(device, table_bytes) : amend_grid_one<D, false>(device, table_bytes);
 }
 
 }  // namespace mac::cuda::detail

@@ -139,6 +139,8 @@ struct Engine::Impl {
   EngineConfig cfg;
   int G = 1, chunk = 0, grid = 0, max_items = 0;  // chunk 0: chosen per step on the device
   bool bulk = false;
+  int table_bytes = 0;  // > 0: the amend kernel schedules its own items (ScheduleMode::kAuto)
+  int kv_evict_first = -1;  // L2 policy of the K/V stream: −1 per step, else fixed (env)
   // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule (MAC steps
   // whose schedule is a kernel of its own, see launch()), bit 1 → amend (from the
   // schedule, or from K1 when it runs the schedule), bit 2 amend → combine in MAC and
@@ -190,6 +192,7 @@ const EngineConfig& Engine::config() const { return impl_->cfg; }
 size_t Engine::workspace_bytes() const { return impl_->ws_bytes; }
 int Engine::chunk() const { return impl_->chunk; }
 bool Engine::bulk_copies() const { return impl_->bulk; }
+bool Engine::self_scheduled() const { return impl_->table_bytes > 0; }
 
 Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (out == nullptr) return invalid("Engine::create: out is null");
@@ -228,6 +231,14 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   impl->bulk = bulk;
   // Not bit 3: measured, amend → combine as a programmatic edge costs full-attention steps
   // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (docs/bench/tuning_h200.md §7).
+  // L2 evict_first on the K/V stream: chosen per step (work_items.hpp kv_evict_first_auto);
+  // env MAC_CUDA_KV_EVICT_FIRST = 0 or 1 (an experiment-only switch) fixes it.
+  if (const char* env = std::getenv("MAC_CUDA_KV_EVICT_FIRST")) {
+    const std::string v(env);
+    if (v == "0" || v == "1") impl->kv_evict_first = v == "1" ? 1 : 0;
+    else if (!v.empty() && v != "auto")
+      return invalid(cat("MAC_CUDA_KV_EVICT_FIRST = '", v, "' (expected auto, 0 or 1)"));
+  }
   constexpr unsigned kPdlDefault = 1u | 2u | 4u;
   impl->pdl_edges = cfg.dependent_launch ? kPdlDefault : 0u;
   if (const char* env = std::getenv("MAC_CUDA_PDL_EDGES")) {
@@ -238,7 +249,17 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
     impl->pdl_edges = static_cast<unsigned>(v);
   }
   impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
-                                     cfg.device, bulk);
+                                     cfg.device, bulk, 0);
+  if (cfg.schedule == ScheduleMode::kAuto) {
+    // The amend kernel schedules its own items when its tables fit beside the stages
+    // without costing a resident block (docs/cuda.md); otherwise the schedule kernel does.
+    const int64_t tb = (detail::self_schedule_ints(N, Hkv) * 4 + 15) / 16 * 16;
+    if (tb <= detail::kMaxSelfTableBytes) {
+      const int g = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128,
+                                          detail::amend_grid_d256, cfg.device, bulk, static_cast<int>(tb));
+      if (g == impl->grid) impl->table_bytes = static_cast<int>(tb);
+    }
+  }
   MAC_CUDA_TRY(cudaGetLastError());
   const int warps = impl->grid * detail::kAmendWarps;
   const int64_t max_items = detail::max_items_bound(int64_t{N} * Hkv * cfg.max_context, N * Hkv, warps, cfg.kv_chunk);
@@ -383,6 +404,8 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.chunk = chunk;
   k.warps_total = grid * detail::kAmendWarps;
   k.k3_in_combine = cfg.k3_mode == K3Mode::kFused ? 1 : 0;
+  k.self_schedule = table_bytes > 0 ? 1 : 0;
+  k.kv_evict_first = kv_evict_first;
   k.plans = plans;
   k.snap_o = snap_o;
   k.snap_lse2 = snap_lse2;
@@ -418,17 +441,20 @@ Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   // The step's first kernel follows whatever the caller queued; the rest follow a kernel of
   // this step and may launch as programmatic dependents (EngineConfig::dependent_launch).
   const bool k1 = mode == detail::kModeMac || mode == kModeMatchOnly;
-  // A MAC step's schedule runs inside K1's grid (no launch of its own, its rows' half beside
-  // the scan) when K1 splits its heads, i.e. has fewer than two per SM: a short, latency-bound
-  // K1. Measured (docs/bench/tuning_h200.md §9): 0.5–3.3 µs off every MAC step at batch 1;
-  // at batch 16 (512 heads) no gain with Hkv 4 and 4 % slower all-hit steps with Hkv 8, so
-  // larger steps keep the schedule kernel.
-  const bool fused = mode == detail::kModeMac && kp.k1_splits > 1;
+  const bool self = kp.self_schedule != 0;
+  // Without self-scheduling, a MAC step's schedule runs inside K1's grid (no launch of its
+  // own, its rows' half beside the scan) when K1 splits its heads, i.e. has fewer than two
+  // per SM: a short, latency-bound K1. Measured (docs/bench/tuning_h200.md §9): 0.5–3.3 µs
+  // off every MAC step at batch 1; at batch 16 (512 heads) no gain with Hkv 4 and 4 % slower
+  // all-hit steps with Hkv 8, so larger steps keep the schedule kernel.
+  const bool fused = !self && mode == detail::kModeMac && kp.k1_splits > 1;
   if (k1) MAC_CUDA_TRY(detail::launch_match(kp, fused, s));
   if (mode == kModeMatchOnly) return Status::Ok();
-  if (!fused) MAC_CUDA_TRY(detail::launch_schedule(kp, k1 && (pdl_edges & 1u), s));
+  if (!self && !fused) MAC_CUDA_TRY(detail::launch_schedule(kp, k1 && (pdl_edges & 1u), s));
+  // A self-scheduled amend kernel is the first kernel of a full or prefill step.
+  const bool amend_pdl = (k1 || !self) && (pdl_edges & 2u) != 0;
   MAC_CUDA_TRY(MAC_DISPATCH_HEAD_DIM(D, detail::launch_amend_d64, detail::launch_amend_d128,
-                                     detail::launch_amend_d256, kp, grid, bulk, (pdl_edges & 2u) != 0, s));
+                                     detail::launch_amend_d256, kp, grid, table_bytes, bulk, amend_pdl, s));
   const bool side_k3 = mode == detail::kModeMac && !kp.k3_in_combine;
   if (side_k3) {
     // K3 on the side stream: forked after the amend kernel, joined by one event.

@@ -6,8 +6,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 
+#include "mac/cuda/mac_cuda.hpp"  // kMaxGroup
 #include "work_items.hpp"
 
 namespace mac::cuda::detail {
@@ -113,6 +115,9 @@ struct KParams {
   int chunk;          // keys per work item when fixed by the config; 0: chosen per step (work[0])
   int warps_total;    // W: resident warps of the persistent amend grid
   int k3_in_combine;  // 1: combine writes the ring entry (K3 fused)
+  int self_schedule;  // 1: the amend kernel computes the schedule (no schedule kernel)
+  int kv_evict_first; // L2 policy of the amend kernel's K/V stream: 1 evict_first, 0 normal,
+                      //  −1 chosen per step (kv_evict_first_auto)
   // workspace
   HeadPlan* plans;       // [N, Hq]
   uint16_t* snap_o;      // [N, Hq, D] prefix snapshot (read before the ring write)
@@ -137,6 +142,50 @@ __device__ inline float bf16_bits_to_float(uint16_t b) { return __uint_as_float(
 __device__ inline uint16_t float_to_bf16_bits(float x) {
   __nv_bfloat16 h = __float2bfloat16_rn(x);
   return *reinterpret_cast<uint16_t*>(&h);
+}
+
+/*! \brief Row validity, readiness and eligibility (DESIGN §3 step 1, §3.2). */
+__device__ inline RowInfo row_info(const KParams& p, int row) {
+  RowInfo ri;
+  // kv_len and the slot are loaded together (neither depends on the other); readiness and
+  // the epochs, which need the slot, follow in a second round.
+  const int len = p.kv_len[row];
+  const int sl = p.mode != kModeFull ? p.slot[row] : -1;
+  ri.slot = sl;
+  // Also within the page-table row, so no key index reads past it.
+  ri.valid = len >= 1 && len <= p.max_context && len <= static_cast<int64_t>(p.max_pages) * p.page_size;
+  ri.m = ri.valid ? len - 1 : -1;
+  ri.ready = 0;
+  if (p.mode != kModeFull && ri.valid) {
+    if (sl < 0 || sl >= p.R) {
+      ri.valid = 0;
+      ri.m = -1;
+    } else if (p.mode == kModeMac) {
+      ri.ready = p.ready[sl] != 0 && p.epoch_a[sl] == p.epoch_b[sl];
+    }
+  }
+  ri.eligible = p.mode == kModeMac && ri.valid && ri.ready && ri.m >= p.gen_min && ri.m >= 1;
+  return ri;
+}
+
+/*! \brief Raises the error flag of an invalid row: bit 0 for its kv_len, else bit 1 (slot). */
+__device__ inline void report_row_error(const KParams& p, int row) {
+  const int len = p.kv_len[row];
+  atomicOr(p.err, (len < 1 || len > p.max_context || len > static_cast<int64_t>(p.max_pages) * p.page_size) ? 1 : 2);
+}
+
+/*! \brief The earliest band start over the G query heads of group (row, hk) in K1's plans
+ *  (written for every head of a MAC step). Unrolled to G's bound, so the G loads are in
+ *  flight together, not one at a time; read through L2 (plans of the running step). */
+__device__ inline int group_band_lo(const KParams& p, int row, int hk) {
+  const HeadPlan* plan = p.plans + row * p.Hq + hk * p.G;
+  int band_lo = INT_MAX;
+#pragma unroll
+  for (int j = 0; j < kMaxGroup; ++j) {
+    const int bs = j < p.G ? __ldcg(&plan[j].band_start) : INT_MAX;
+    band_lo = bs < band_lo ? bs : band_lo;
+  }
+  return band_lo;
 }
 
 /*! \brief The step's cut, as the schedule kernel chose it. */

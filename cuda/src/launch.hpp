@@ -27,15 +27,22 @@ cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
 
 // K2 amend kernel, one instantiation per head dimension (one .cu file each).
 constexpr int kAmendWarps = 4;  // warps per block of the persistent amend grid
-// `pdl`: launched as a programmatic dependent of the kernel before it (launch_kernel).
-cudaError_t launch_amend_d64(const KParams& p, int grid, bool bulk, bool pdl, cudaStream_t s);
-cudaError_t launch_amend_d128(const KParams& p, int grid, bool bulk, bool pdl, cudaStream_t s);
-cudaError_t launch_amend_d256(const KParams& p, int grid, bool bulk, bool pdl, cudaStream_t s);
-/*! \brief Persistent grid of the amend kernel (blocks resident per SM × SMs); also raises
- *  the kernel's dynamic shared-memory limit, so call it once before any launch/capture. */
-int amend_grid_d64(int device, bool bulk);
-int amend_grid_d128(int device, bool bulk);
-int amend_grid_d256(int device, bool bulk);
+// Largest shared-memory table (bytes) with which the amend kernel schedules its own items
+// (self_schedule_ints); a step whose tables would not fit, or would cost occupancy, runs the
+// schedule kernel instead (Engine::create).
+constexpr int kMaxSelfTableBytes = 16 << 10;
+// `table_bytes` > 0: the kernel schedules its own items (p.self_schedule) with tables of that
+// size after its stages. `pdl`: launched as a programmatic dependent of the kernel before it
+// (launch_kernel).
+cudaError_t launch_amend_d64(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl, cudaStream_t s);
+cudaError_t launch_amend_d128(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl, cudaStream_t s);
+cudaError_t launch_amend_d256(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl, cudaStream_t s);
+/*! \brief Persistent grid of the amend kernel (blocks resident per SM × SMs) with
+ *  `table_bytes` of self-schedule tables, 0 if those do not fit; also raises the kernel's
+ *  dynamic shared-memory limit, so call it once before any launch/capture. */
+int amend_grid_d64(int device, bool bulk, int table_bytes);
+int amend_grid_d128(int device, bool bulk, int table_bytes);
+int amend_grid_d256(int device, bool bulk, int table_bytes);
 
 /*! \brief K1 match: grid (Hq, N, k1_splits). Writes plans, prefix snapshots; with_schedule
  *  (a MAC step): also the schedule, inside the same grid (match.cu). */

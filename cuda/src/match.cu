@@ -9,30 +9,6 @@
 
 namespace mac::cuda::detail {
 
-/*! \brief Row validity, readiness and eligibility (DESIGN §3 step 1, §3.2). */
-__device__ inline RowInfo row_info(const KParams& p, int row) {
-  RowInfo ri;
-  // kv_len and the slot are loaded together (neither depends on the other); readiness and
-  // the epochs, which need the slot, follow in a second round.
-  const int len = p.kv_len[row];
-  const int sl = p.mode != kModeFull ? p.slot[row] : -1;
-  ri.slot = sl;
-  // Also within the page-table row, so no key index reads past it.
-  ri.valid = len >= 1 && len <= p.max_context && len <= static_cast<int64_t>(p.max_pages) * p.page_size;
-  ri.m = ri.valid ? len - 1 : -1;
-  ri.ready = 0;
-  if (p.mode != kModeFull && ri.valid) {
-    if (sl < 0 || sl >= p.R) {
-      ri.valid = 0;
-      ri.m = -1;
-    } else if (p.mode == kModeMac) {
-      ri.ready = p.ready[sl] != 0 && p.epoch_a[sl] == p.epoch_b[sl];
-    }
-  }
-  ri.eligible = p.mode == kModeMac && ri.valid && ri.ready && ri.m >= p.gen_min && ri.m >= 1;
-  return ri;
-}
-
 /*! \brief (d2, p) ordering of the reference: smaller d2 first, a NaN never displaces a
  *  number, ties (and NaN vs NaN) go to the older (smaller) position. */
 __device__ inline bool better(float da, int pa, float db, int pb) {
@@ -212,8 +188,7 @@ __device__ Cut schedule_rows(const KParams& p) {
     const RowInfo ri = row_info(p, row);
     p.rows[row] = ri;
     if (!ri.valid) {
-      const int len = p.kv_len[row];
-      atomicOr(p.err, (len < 1 || len > p.max_context || len > static_cast<int64_t>(p.max_pages) * p.page_size) ? 1 : 2);
+      report_row_error(p, row);
     } else {
       keys += static_cast<long long>(ri.m + 1) * p.Hkv;
     }
@@ -258,23 +233,9 @@ __device__ void schedule_groups(const KParams& p, const Cut cut) {
       const int row = gi / p.Hkv, hk = gi % p.Hkv;
       // The group's earliest band start, read beside the row's loads rather than after
       // them (K1 writes a plan for every head of a MAC step; used only if eligible).
-      // Unrolled to G's bound so the G loads are in flight together, not one at a time.
-      int band_lo = INT_MAX;
-      if (p.mode == kModeMac) {
-        const HeadPlan* plan = p.plans + row * p.Hq + hk * p.G;
-#pragma unroll
-        for (int j = 0; j < kMaxGroup; ++j) {
-          const int bs = j < p.G ? __ldcg(&plan[j].band_start) : INT_MAX;
-          band_lo = bs < band_lo ? bs : band_lo;
-        }
-      }
+      const int band_lo = p.mode == kModeMac ? group_band_lo(p, row, hk) : INT_MAX;
       const RowInfo ri = kFromRows ? load_row_cg(p.rows + row) : row_info(p, row);
-      GroupDesc g;
-      g.end = ri.valid ? ri.m + 1 : 0;
-      g.em = ri.valid ? prefix_end_dev(ri.m, p.r) : 0;
-      g.s_e = sink_end_dev(p.F, g.em);
-      g.lo = g.s_e;
-      if (ri.eligible) g.lo = band_lo < g.em ? band_lo : g.em;
+      const GroupDesc g = make_group(ri.valid ? ri.m : -1, ri.eligible, band_lo, p.r, p.F);
       p.groups[gi] = g;
       cnt = group_item_count(g, cut);
     }

@@ -96,6 +96,16 @@ MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int wa
   return cells + int64_t{4} * groups;
 }
 
+/*! \brief Whether a step streams its keys and values with an L2 evict_first policy: when they
+ *  are at most kKvEvictFirstMaxBytes (estimated as items·C keys of 4·D bytes). Measured on the
+ *  H200 (docs/bench/tuning_h200.md §10): evict_first makes such steps 1–5 % faster (batch 1,
+ *  batch 16 at 32K with Hkv 4) and larger ones up to 2.5 % slower. A cache hint: no bit of a
+ *  result depends on it. */
+constexpr int64_t kKvEvictFirstMaxBytes = int64_t{3} << 29;  // 1.5 GiB
+MAC_HD inline bool kv_evict_first_auto(int64_t items, int C, int D) {
+  return items * C * 4 * D <= kKvEvictFirstMaxBytes;
+}
+
 /*! \brief Items of a group by part, in key order: sinks, band, tail. */
 struct GroupCounts {
   int sink, band, tail;
@@ -143,5 +153,35 @@ MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, const Cut& c) {
 
 MAC_HD inline int prefix_end_dev(int p, int r) { return p + 1 - r > 0 ? p + 1 - r : 0; }
 MAC_HD inline int sink_end_dev(int F, int e) { return F < e ? F : e; }
+
+/*! \brief The key ranges of a group of a row at position m (m < 0: an invalid row, no keys).
+ *  `lo` is the band start: the earliest band start of the group's heads in an eligible MAC
+ *  row (clamped to E(m)), otherwise Fe(E(m)), where the band is the whole exact range. */
+MAC_HD inline GroupDesc make_group(int m, bool eligible, int band_lo, int r, int F) {
+  GroupDesc g;
+  g.end = m >= 0 ? m + 1 : 0;
+  g.em = m >= 0 ? prefix_end_dev(m, r) : 0;
+  g.s_e = sink_end_dev(F, g.em);
+  g.lo = eligible ? (band_lo < g.em ? band_lo : g.em) : g.s_e;
+  return g;
+}
+
+/*! \brief The group of item t, 0 ≤ t < off[ng]: the last group whose first item is ≤ t, where
+ *  `off` is the exclusive scan of the groups' item counts (ng + 1 entries, off[ng] = total).
+ *  An empty group shares its first item with the next group and is passed over. */
+MAC_HD inline int item_group_search(const int* off, int ng, int t) {
+  int lo = 0, hi = ng;  // off[lo] ≤ t < off[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (off[mid] <= t) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/*! \brief Ints of the shared-memory tables with which the amend kernel schedules its own
+ *  items (N rows, N·Hkv groups): per group its first item (+ the total) and band start, per
+ *  row its position and eligibility. */
+MAC_HD inline int64_t self_schedule_ints(int64_t N, int64_t Hkv) { return 2 * N * Hkv + 1 + 2 * N; }
 
 }  // namespace mac::cuda::detail

@@ -43,6 +43,7 @@ size_t Engine::workspace_bytes() const { return 0; }
 int Engine::chunk() const { return 0; }
 Status Engine::last_chunk(int* chunk, void*) const { if (chunk) *chunk = 0; return no_cuda(); }
 bool Engine::bulk_copies() const { return false; }
+bool Engine::self_scheduled() const { return false; }
 Status Engine::validate(const DecodeParams&, StepKind) const { return no_cuda(); }
 Status Engine::full_attention(const DecodeParams&, void*) { return no_cuda(); }
 Status Engine::mac_step(const DecodeParams&, void*) { return no_cuda(); }

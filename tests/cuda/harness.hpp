@@ -36,10 +36,13 @@ struct CaseSpec {
   K3Mode k3 = K3Mode::kFused;
   bool pdl = true;  //!< EngineConfig::dependent_launch of the MAC engine; the full-attention
                     //!<  engine of the bit-identity check runs the other mode
+  ScheduleMode schedule = ScheduleMode::kAuto;  //!< of the MAC engine; the full-attention
+                                                //!<  engine runs the other one
   std::string name() const {
-    char b[200];
-    std::snprintf(b, sizeof b, "D=%d G=%d Hkv=%d N=%zu ps=%d M=%d r=%d F=%d gen_min=%d pdl=%d seed=%llu", D, G,
-                  Hkv, prompt.size(), page_size, M, r, F, gen_min, pdl ? 1 : 0, static_cast<unsigned long long>(seed));
+    char b[240];
+    std::snprintf(b, sizeof b, "D=%d G=%d Hkv=%d N=%zu ps=%d M=%d r=%d F=%d gen_min=%d pdl=%d sched=%s seed=%llu", D,
+                  G, Hkv, prompt.size(), page_size, M, r, F, gen_min, pdl ? 1 : 0,
+                  schedule == ScheduleMode::kAuto ? "auto" : "kernel", static_cast<unsigned long long>(seed));
     return b;
   }
 };
@@ -157,10 +160,13 @@ class Harness {
     ec.kv_chunk = c.chunk;
     ec.k3_mode = c.k3;
     ec.dependent_launch = c.pdl;
+    ec.schedule = c.schedule;
     MAC_CHECK(Engine::create(ec, &engine_));
-    // The other launch mode, so the ineligible rows' bit-identity also shows that launching
-    // the kernels as programmatic dependents changes no bit.
+    // The other launch mode and the other schedule, so the ineligible rows' bit-identity also
+    // shows that launching the kernels as programmatic dependents, and scheduling the items in
+    // the amend kernel instead of a schedule kernel, change no bit.
     ec.dependent_launch = !c.pdl;
+    ec.schedule = c.schedule == ScheduleMode::kAuto ? ScheduleMode::kKernel : ScheduleMode::kAuto;
     MAC_CHECK(Engine::create(ec, &engine_full_));
 
     mac::MacParams mp;
@@ -333,6 +339,7 @@ class Harness {
   }
 
   Engine& engine() { return *engine_; }
+  Engine& full_engine() { return *engine_full_; }
   int batch() const { return N_; }
   const CaseSpec& spec() const { return c_; }
 

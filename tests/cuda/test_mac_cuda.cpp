@@ -23,6 +23,10 @@ void check_stats(const Stats& s) {
 
 Stats run_steps(const CaseSpec& c, bool graph) {
   Harness hx(c);
+  // Every case's tables fit: ScheduleMode::kAuto must resolve to the self-scheduled amend.
+  const bool self = c.schedule == ScheduleMode::kAuto;
+  BOOST_TEST(hx.engine().self_scheduled() == self);
+  BOOST_TEST(hx.full_engine().self_scheduled() == !self);
   hx.prefill();
   Stats st;
   void* stream = nullptr;
@@ -94,6 +98,33 @@ BOOST_AUTO_TEST_CASE(sinks_gen_min_readiness_side_stream) {
   BOOST_TEST(s.bit_checked > 0);
 }
 
+BOOST_AUTO_TEST_CASE(schedule_kernel_path) {
+  // The schedule kernel (ScheduleMode::kKernel, also what kAuto falls back to when the amend
+  // kernel's tables do not fit) for the MAC engine, K1 splitting its heads (the schedule in
+  // K1's grid) and not; the full-attention engine then schedules its own items, so the
+  // ineligible rows' bit-identity compares the two ways of scheduling.
+  for (int N : {3, 24}) {
+    CaseSpec c;
+    c.schedule = ScheduleMode::kKernel;
+    c.F = 2;
+    c.gen_min = 705;
+    c.ready = {1, 0, 1};
+    c.steps = 6;
+    c.seed = 600 + N;
+    if (N > 3) {
+      c.G = 4;
+      c.Hkv = 8;
+      c.prompt.clear();
+      for (int i = 0; i < N; ++i) c.prompt.push_back(700 + (i * 53) % 300);
+    }
+    const Stats s = run_steps(c, false);
+    report("schedule kernel", c, s);
+    check_stats(s);
+    BOOST_TEST(s.bit_checked > 0);
+    BOOST_TEST(s.hits > 0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(many_heads_combine_shares) {
   // The combine splits each head's merge over 8, 4 or 2 warps by N·Hq (≤ 512, ≤ 1024,
   // more): 24 and 40 requests of Hq = 32 take the 4- and 2-warp kernels the other cases
@@ -119,14 +150,17 @@ BOOST_AUTO_TEST_CASE(graph_chain_64_steps) {
   // One capture, 70 replays with positions, lengths and queries changing in device memory;
   // M = 64 so the ring wraps around more than once; page size 16 with partial last pages.
   // Captured with and without programmatic dependent launch (EngineConfig::dependent_launch).
-  for (bool pdl : {true, false}) {
+  // Also with the schedule kernel: a self-scheduled step relies on the combine of the step
+  // before to reset the amend kernel's item counter, which only a chain of replays shows.
+  for (int variant = 0; variant < 3; ++variant) {
     CaseSpec c;
     c.steps = 70;
     c.gen_min = 720;
     c.ready = {1, 1, 0};
     c.chunk = 128;
     c.seed = 400;
-    c.pdl = pdl;
+    c.pdl = variant != 1;
+    c.schedule = variant == 2 ? ScheduleMode::kKernel : ScheduleMode::kAuto;
     const Stats s = run_steps(c, true);
     report("graph chain", c, s);
     check_stats(s);

@@ -1,7 +1,8 @@
-// Host checks of the amend kernel's work decomposition (cuda/src/work_items.hpp): the items
-// of a group tile its ranges exactly, never straddle a category or exceed the item size, the
-// per-step item size follows its rule, and the workspace bound holds for every step the
-// engine may see (an item past it would be written out of bounds on the device).
+// Host checks of the amend kernel's work decomposition (cuda/src/work_items.hpp): a group's
+// ranges follow DESIGN §3, its items tile them exactly, never straddle a category or exceed
+// the item size, the per-step item size follows its rule, the workspace bound holds for every
+// step the engine may see (an item past it would be written out of bounds on the device), and
+// the item → group search of the self-scheduled amend kernel finds every item's group.
 #define BOOST_TEST_MODULE work_items
 #include <boost/test/included/unit_test.hpp>
 
@@ -16,16 +17,12 @@ namespace wi = mac::cuda::detail;
 
 namespace {
 
-// The ranges of one group as the schedule kernel builds them (match.cu): full attention and
+// The ranges of one group as the schedule builds them (wi::make_group): full attention and
 // ineligible rows have lo = s_e; a MAC row with hits has lo ∈ [s_e, em].
 wi::GroupDesc make_group(int kv_len, int r, int F, int lo_offset) {
-  wi::GroupDesc g;
   const int m = kv_len - 1;
-  g.end = kv_len;
-  g.em = wi::prefix_end_dev(m, r);
-  g.s_e = wi::sink_end_dev(F, g.em);
-  g.lo = std::min(g.em, g.s_e + lo_offset);
-  return g;
+  const wi::GroupDesc exact = wi::make_group(m, false, 0, r, F);
+  return lo_offset == 0 ? exact : wi::make_group(m, true, exact.s_e + lo_offset, r, F);
 }
 
 // Checks that the items of `g` cover sinks ∪ band ∪ tail exactly once, in key order, each
@@ -59,6 +56,40 @@ void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
 wi::Cut cut_of(int C) { return wi::Cut{C, wi::log2_exact(C)}; }
 
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(group_ranges_follow_the_design) {
+  // m = 99, r = 32: E(m) = 68; F = 4 sinks. Sinks [0, 4), band [lo, 68), tail [68, 100).
+  const wi::GroupDesc exact = wi::make_group(99, false, 50, 32, 4);
+  BOOST_TEST(exact.end == 100);
+  BOOST_TEST(exact.em == 68);
+  BOOST_TEST(exact.s_e == 4);
+  BOOST_TEST(exact.lo == 4);  // not eligible: the band is the whole exact range
+  BOOST_TEST(wi::make_group(99, true, 50, 32, 4).lo == 50);      // earliest hit band start
+  BOOST_TEST(wi::make_group(99, true, 90, 32, 4).lo == 68);      // clamped to E(m)
+  BOOST_TEST(wi::make_group(99, true, INT32_MAX, 32, 4).lo == 68);
+  const wi::GroupDesc young = wi::make_group(10, false, 0, 32, 4);  // E(m) = 0: no prefix, no sinks
+  BOOST_TEST((young.em == 0 && young.s_e == 0 && young.end == 11));
+  const wi::GroupDesc invalid = wi::make_group(-1, true, 0, 32, 4);  // an invalid row has no keys
+  BOOST_TEST((invalid.end == 0 && wi::group_item_count(invalid, wi::Cut{256, 8}) == 0));
+}
+
+BOOST_AUTO_TEST_CASE(item_group_search_finds_every_item) {
+  // Random item counts, empty groups (invalid rows, r = 0 tails) among them, at the ends too.
+  std::mt19937 rng(5);
+  for (int t = 0; t < 200; ++t) {
+    const int ng = 1 + static_cast<int>(rng() % 300);
+    std::vector<int> cnt(ng), off(ng + 1, 0);
+    for (int g = 0; g < ng; ++g) cnt[g] = rng() % 3 == 0 ? 0 : static_cast<int>(rng() % 40);
+    if (t % 4 == 0) cnt[0] = 0;
+    if (t % 4 == 1) cnt[ng - 1] = 0;
+    for (int g = 0; g < ng; ++g) off[g + 1] = off[g] + cnt[g];
+    for (int item = 0; item < off[ng]; ++item) {
+      const int g = wi::item_group_search(off.data(), ng, item);
+      BOOST_TEST_REQUIRE((g >= 0 && g < ng && off[g] <= item && item < off[g + 1]),
+                         "item " << item << " of " << off[ng] << " → group " << g << " of " << ng);
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
   std::mt19937 rng(7);

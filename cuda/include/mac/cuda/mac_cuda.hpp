@@ -242,6 +242,14 @@ enum class AmendVariant : int {
   kBulk = 2,      //!< Hopper bulk copies (TMA engine, no tensor map), one per key row, mbarrier
 };
 
+/*! \brief Who decides a step's work items (the device-side schedule, docs/cuda.md). */
+enum class ScheduleMode : int {
+  kAuto = 0,    //!< the amend kernel itself, into shared-memory tables, when those fit (sized
+                //!<  by max_batch·Hkv) without costing occupancy; else as kKernel
+  kKernel = 1,  //!< a one-block schedule kernel (inside K1's grid in small MAC steps) writes
+                //!<  them to the workspace. Same items, same bits as kAuto
+};
+
 /*! \brief Static configuration: fixes the workspace and the launch shapes. */
 struct EngineConfig {
   int max_batch = 1;     //!< largest N
@@ -256,6 +264,7 @@ struct EngineConfig {
                          //!<  Part of the reduction order, so full attention and MAC share it
   K3Mode k3_mode = K3Mode::kFused;
   AmendVariant amend = AmendVariant::kDefault;
+  ScheduleMode schedule = ScheduleMode::kAuto;
   bool dependent_launch = true;  //!< launch the kernels of a step after the first as
                                  //!<  programmatic dependents of the one before (Hopper PDL):
                                  //!<  their blocks start while it drains, then wait for it.
@@ -290,6 +299,8 @@ class Engine {
   Status last_chunk(int* chunk, void* stream) const;
   /*! \brief True iff the amend kernel uses bulk copies (AmendVariant resolved). */
   bool bulk_copies() const;
+  /*! \brief True iff the amend kernel schedules its own items (ScheduleMode resolved). */
+  bool self_scheduled() const;
   /*! \brief Bytes of device workspace held. */
   size_t workspace_bytes() const;
 
