@@ -44,7 +44,7 @@ struct Options {
   std::vector<double> hit = {0.0, 0.5, 0.9, 0.95, 1.0};
   int hq = 32, d = 128, ring = 512, tail = 256, reps = 50, warmup = 10, max_lag = 64, chunk = 0;
   uint64_t seed = 20261129;
-  std::string csv, layout = "nhd", amend = "default";
+  std::string csv, layout = "nhd", amend = "default", page_alloc = "reserved", schedule = "auto";
   bool k3_compare = true, mac = true, pdl = true, pdl_compare = false;
 };
 
@@ -113,8 +113,17 @@ int main(int argc, char** argv) {
   app.add_option("--layout", o.layout, "KV page layout: nhd = [pages, page_size, Hkv, D] (the API default), "
                  "hnd = [pages, Hkv, page_size, D] (through the stride fields)")
       ->check(CLI::IsMember({"nhd", "hnd"}));
+  app.add_option("--page-alloc", o.page_alloc,
+                 "where each row's pages lie in the pool: reserved = row i owns pages [i·P, (i+1)·P) with P the "
+                 "pages of the grid's longest context; packed = each row's pages follow the previous row's, for "
+                 "the point's own context (the pool as dense as the baseline's K/V tensors)")
+      ->check(CLI::IsMember({"reserved", "packed"}));
   app.add_option("--amend", o.amend, "amend kernel variant: default, cpasync, bulk")
       ->check(CLI::IsMember({"default", "cpasync", "bulk"}));
+  app.add_option("--schedule", o.schedule,
+                 "who decides the work items: auto = the amend kernel itself where its tables fit, kernel = a "
+                 "schedule kernel (EngineConfig::schedule)")
+      ->check(CLI::IsMember({"auto", "kernel"}));
   app.add_option("--csv", o.csv, "CSV output file (default stdout)");
   app.add_option("--k3-compare", o.k3_compare, "also time K3 on a side stream vs fused");
   app.add_option("--mac", o.mac, "also time MAC steps (0: full attention only)");
@@ -146,9 +155,10 @@ int main(int argc, char** argv) {
                device_description().c_str(), read_gbps, static_cast<unsigned long long>(o.seed), o.max_lag);
   std::fprintf(out,
                "kind,k3,amend,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,p90_ms,bytes,gbps,"
-               "pct_read_bw,speedup_vs_full,pdl\n");
+               "pct_read_bw,speedup_vs_full,pdl,schedule\n");
 
   const int D = o.d, Hq = o.hq, M = o.ring, ps = 16;
+  const std::string layout_name = o.page_alloc == "packed" ? o.layout + "-packed" : o.layout;
   const int max_b = *std::max_element(o.batch.begin(), o.batch.end());
   const int max_ctx = *std::max_element(o.ctx.begin(), o.ctx.end());
   const int max_hkv = *std::max_element(o.hkv.begin(), o.hkv.end());
@@ -186,10 +196,9 @@ int main(int argc, char** argv) {
   CHECK(copy_to_device(sb.epoch_a.data(), ones.data(), max_b * 4));
   CHECK(copy_to_device(sb.epoch_b.data(), ones.data(), max_b * 4));
   CHECK(copy_to_device(sb.slot.data(), slots.data(), max_b * 4));
-  // Page table: each row owns a contiguous run of pages (a realistic allocator's common case).
+  // Page table: each row's pages are one contiguous run (a realistic allocator's common
+  // case), set per point below (--page-alloc).
   std::vector<int32_t> pt(static_cast<size_t>(max_b) * pages_per_row);
-  for (size_t i = 0; i < pt.size(); ++i) pt[i] = static_cast<int32_t>(i);
-  CHECK(copy_to_device(sb.page_table.data(), pt.data(), pt.size() * 4));
   CHECK(device_synchronize());
   void* sv = nullptr;
   CHECK(stream_create(&sv));
@@ -202,6 +211,15 @@ int main(int argc, char** argv) {
         const int m = ctx - 1;
         std::vector<int32_t> len(N, ctx);
         CHECK(copy_to_device(sb.kv_len.data(), len.data(), N * 4));
+        {  // page table of this point (row i, logical page j → physical page id)
+          const int need = (ctx + ps - 1) / ps;
+          for (int i = 0; i < N; ++i)
+            for (int j = 0; j < pages_per_row; ++j)
+              pt[static_cast<size_t>(i) * pages_per_row + j] =
+                  o.page_alloc == "packed" && j < need ? i * need + j : i * pages_per_row + j;
+          CHECK(copy_to_device(sb.page_table.data(), pt.data(), static_cast<size_t>(N) * pages_per_row * 4));
+          CHECK(device_synchronize());  // legacy-stream copies, the timed stream is non-blocking
+        }
         DecodeParams p = sb.params();
         p.batch = N;
         p.kv_page_stride = static_cast<int64_t>(ps) * hkv * D;  // pool laid out for this Hkv
@@ -229,6 +247,7 @@ int main(int argc, char** argv) {
                    : o.amend == "bulk"  ? AmendVariant::kBulk
                                         : AmendVariant::kDefault;
         ec.dependent_launch = o.pdl;
+        ec.schedule = o.schedule == "kernel" ? ScheduleMode::kKernel : ScheduleMode::kAuto;
         std::unique_ptr<Engine> eng, eng_other;  // eng_other: the other --pdl setting (--pdl-compare)
         CHECK(Engine::create(ec, &eng));
         if (o.pdl_compare) {
@@ -248,10 +267,11 @@ int main(int argc, char** argv) {
                        const Engine* e = nullptr) {
           if (e == nullptr) e = eng.get();
           const double gbps = bytes / (t.median_ms * 1e-3) / 1e9;
-          std::fprintf(out, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f,%d\n", kind,
-                       k3, e->bulk_copies() ? "bulk" : "cpasync", o.layout.c_str(), used_chunk, Hq, hkv, D,
+          std::fprintf(out, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f,%d,%s\n", kind,
+                       k3, e->bulk_copies() ? "bulk" : "cpasync", layout_name.c_str(), used_chunk, Hq, hkv, D,
                        N, ctx, f, hits, N * Hq, t.median_ms, t.p10_ms, t.p90_ms, bytes, gbps, 100.0 * gbps / read_gbps,
-                       tf.median_ms / t.median_ms, e->config().dependent_launch ? 1 : 0);
+                       tf.median_ms / t.median_ms, e->config().dependent_launch ? 1 : 0,
+                       e->self_scheduled() ? "self" : "kernel");
           std::fflush(out);
         };
         row("full", "-", 0.0, 0, tf, full_bytes);
