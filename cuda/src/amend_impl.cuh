@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   const uint32_t wsmem = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kWarpSmem;
   const int ng = p.N * p.Hkv;
   // The schedule: computed here into the tables after the stages (self-scheduled), or read
-  // from what the schedule kernel (or K1's grid) wrote.
+  // from what the schedule kernel wrote.
   SelfTables tab{};
   int total;
   Cut cut;

@@ -141,10 +141,10 @@ struct Engine::Impl {
   bool bulk = false;
   int table_bytes = 0;  // > 0: the amend kernel schedules its own items (ScheduleMode::kAuto)
   int kv_evict_first = -1;  // L2 policy of the K/V stream: −1 per step, else fixed (env)
-  // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule (MAC steps
-  // whose schedule is a kernel of its own, see launch()), bit 1 → amend (from the
-  // schedule, or from K1 when it runs the schedule), bit 2 amend → combine in MAC and
-  // prefill steps, bit 3 amend → combine in full-attention steps. config.dependent_launch:
+  // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule kernel (MAC
+  // steps that are not self-scheduled), bit 1 → amend (from K1 or the schedule kernel),
+  // bit 2 amend → combine in MAC and prefill steps, bit 3 amend → combine in full-attention
+  // steps. config.dependent_launch:
   // bits 0–2 (kPdlDefault), else none; env MAC_CUDA_PDL_EDGES (0..15, an experiment-only
   // switch) overrides.
   unsigned pdl_edges = 0;
@@ -284,7 +284,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   const size_t o_err = take(sizeof(int));
   const size_t o_k1d = take(sizeof(float) * N * Hq * detail::kMaxK1Splits);
   const size_t o_k1p = take(sizeof(int) * N * Hq * detail::kMaxK1Splits);
-  const size_t o_k1c = take(sizeof(int) * (N * Hq + 1));  // + K1's grid arrival counter
+  const size_t o_k1c = take(sizeof(int) * N * Hq);
   const size_t o_pf = take(sizeof(int32_t) * 3 * N);
   MAC_STATUS_TRY(impl->ws.allocate(off));
   impl->ws_bytes = off;
@@ -425,7 +425,6 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.k1_d2 = k1_d2;
   k.k1_pos = k1_pos;
   k.k1_count = k1_count;
-  k.k1_arrivals = k1_count + nh;
   if (mode == detail::kModeFull) {
     k.slot = nullptr;
     k.diag_hit = nullptr;  // diagnostics are MAC's; full attention leaves them alone
@@ -442,15 +441,9 @@ Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   // this step and may launch as programmatic dependents (EngineConfig::dependent_launch).
   const bool k1 = mode == detail::kModeMac || mode == kModeMatchOnly;
   const bool self = kp.self_schedule != 0;
-  // Without self-scheduling, a MAC step's schedule runs inside K1's grid (no launch of its
-  // own, its rows' half beside the scan) when K1 splits its heads, i.e. has fewer than two
-  // per SM: a short, latency-bound K1. Measured (docs/bench/tuning_h200.md §9): 0.5–3.3 µs
-  // off every MAC step at batch 1; at batch 16 (512 heads) no gain with Hkv 4 and 4 % slower
-  // all-hit steps with Hkv 8, so larger steps keep the schedule kernel.
-  const bool fused = !self && mode == detail::kModeMac && kp.k1_splits > 1;
-  if (k1) MAC_CUDA_TRY(detail::launch_match(kp, fused, s));
+  if (k1) MAC_CUDA_TRY(detail::launch_match(kp, s));
   if (mode == kModeMatchOnly) return Status::Ok();
-  if (!self && !fused) MAC_CUDA_TRY(detail::launch_schedule(kp, k1 && (pdl_edges & 1u), s));
+  if (!self) MAC_CUDA_TRY(detail::launch_schedule(kp, k1 && (pdl_edges & 1u), s));
   // A self-scheduled amend kernel is the first kernel of a full or prefill step.
   const bool amend_pdl = (k1 || !self) && (pdl_edges & 2u) != 0;
   MAC_CUDA_TRY(MAC_DISPATCH_HEAD_DIM(D, detail::launch_amend_d64, detail::launch_amend_d128,

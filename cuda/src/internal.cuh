@@ -134,7 +134,6 @@ struct KParams {
   float* k1_d2;          // [N, Hq, splits] per-block nearest distance
   int* k1_pos;           // [N, Hq, splits] per-block nearest position
   int* k1_count;         // [N, Hq] blocks done (the last resets it to 0)
-  int* k1_arrivals;      // [1] K1 blocks done, when K1 runs the schedule (the last resets it)
   int* err;              // error flags (bit 0: kv_len, bit 1: slot, bit 2: page id)
 };
 

@@ -44,10 +44,10 @@ int amend_grid_d64(int device, bool bulk, int table_bytes);
 int amend_grid_d128(int device, bool bulk, int table_bytes);
 int amend_grid_d256(int device, bool bulk, int table_bytes);
 
-/*! \brief K1 match: grid (Hq, N, k1_splits). Writes plans, prefix snapshots; with_schedule
- *  (a MAC step): also the schedule, inside the same grid (match.cu). */
-cudaError_t launch_match(const KParams& p, bool with_schedule, cudaStream_t s);
-/*! \brief Device-side schedule alone: row infos, group ranges, item offsets (one block). */
+/*! \brief K1 match: grid (Hq, N, k1_splits). Writes plans and prefix snapshots (match.cu). */
+cudaError_t launch_match(const KParams& p, cudaStream_t s);
+/*! \brief Device-side schedule kernel (steps that are not self-scheduled): row infos, group
+ *  ranges, item offsets, the item → group table (one block). */
 cudaError_t launch_schedule(const KParams& p, bool pdl, cudaStream_t s);
 /*! \brief Combine (and, when p.k3_in_combine, the K3 ring write); k3_only: K3 alone. */
 cudaError_t launch_combine(const KParams& p, bool k3_only, bool pdl, cudaStream_t s);

@@ -163,20 +163,16 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
 }
 
 // ---------------------------------------------------------------------------------------
-// The schedule of K2's work items, decided on the device (no host round trip): the step's
-// item size, per group (row, KV head) the key ranges and item count, an exclusive scan into
-// group_off and the item → group table. The split follows each group's span (misses: the
-// whole context; all-hit groups: band + tail + sinks). It has two halves: the rows' half
-// needs only kv_len and the row tables, the groups' half also K1's plans. Full attention,
-// prefill and MAC steps with many heads run both in one block (schedule_kernel). A MAC step
-// whose K1 splits its heads (few heads: a short, latency-bound K1; Engine::Impl::launch)
-// runs them inside K1's grid (match_kernel): one extra block does the rows' half while the
-// others scan, and the last block of the grid to finish does the groups' half, so the step
-// has no schedule launch of its own and the rows' half costs no time after K1.
+// The schedule kernel: K2's work items decided on the device (no host round trip) by one
+// block, for steps whose amend kernel does not schedule its own items (ScheduleMode::kKernel,
+// or tables too large for its shared memory; amend_impl.cuh self_schedule computes the same
+// thing): the step's item size, per group (row, KV head) the key ranges and item count, an
+// exclusive scan into group_off and the item → group table. The split follows each group's
+// span (misses: the whole context; all-hit groups: band + tail + sinks).
 // ---------------------------------------------------------------------------------------
 
-/*! \brief Rows' half: the RowInfo of every row, the error flags, the step's cut (work[0],
- *  work[2]) and the reset of the amend kernel's item counter (work[1]). Returns the cut. */
+/*! \brief Rows: the RowInfo of every row, the error flags, the step's cut (work[0], work[2])
+ *  and the reset of the amend kernel's item counter (work[1]). Returns the cut. */
 template <int kThreads>
 __device__ Cut schedule_rows(const KParams& p) {
   using Sum = cub::BlockReduce<long long, kThreads>;
@@ -204,21 +200,9 @@ __device__ Cut schedule_rows(const KParams& p) {
   return s_cut;
 }
 
-/*! \brief A RowInfo written by another block of the running grid, read through L2. */
-__device__ inline RowInfo load_row_cg(const RowInfo* r) {
-  RowInfo ri;
-  ri.m = __ldcg(&r->m);
-  ri.ready = __ldcg(&r->ready);
-  ri.eligible = __ldcg(&r->eligible);
-  ri.valid = __ldcg(&r->valid);
-  ri.slot = __ldcg(&r->slot);
-  return ri;
-}
-
-/*! \brief Groups' half. kFromRows: the RowInfo as schedule_rows stored it (written by another
- *  block of K1's grid, read through L2); else recomputed from the row tables, whose loads
- *  hit in L1 after the rows' half in the same block. */
-template <int kThreads, bool kFromRows>
+/*! \brief Groups: ranges, item counts, their scan and the item → group table. The row tables
+ *  are read again (L1 hits after schedule_rows in the same block). */
+template <int kThreads>
 __device__ void schedule_groups(const KParams& p, const Cut cut) {
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
@@ -234,7 +218,7 @@ __device__ void schedule_groups(const KParams& p, const Cut cut) {
       // The group's earliest band start, read beside the row's loads rather than after
       // them (K1 writes a plan for every head of a MAC step; used only if eligible).
       const int band_lo = p.mode == kModeMac ? group_band_lo(p, row, hk) : INT_MAX;
-      const RowInfo ri = kFromRows ? load_row_cg(p.rows + row) : row_info(p, row);
+      const RowInfo ri = row_info(p, row);
       const GroupDesc g = make_group(ri.valid ? ri.m : -1, ri.eligible, band_lo, p.r, p.F);
       p.groups[gi] = g;
       cnt = group_item_count(g, cut);
@@ -256,70 +240,29 @@ __device__ void schedule_groups(const KParams& p, const Cut cut) {
   }
 }
 
-/*! \brief The schedule alone, one block. */
+/*! \brief The schedule, one block. */
 __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   wait_prior_grid_then_release_next();  // in a MAC step, K1's plans are read below
   const Cut cut = schedule_rows<1024>(p);
-  schedule_groups<1024, false>(p, cut);
+  schedule_groups<1024>(p, cut);
 }
 
-/*! \brief K1 over a grid (Hq, N, splits) of (head, row, share) blocks. kSchedule: the
- *  schedule too. The grid then has one more column (x = Hq), whose first block runs the
- *  rows' half (the others leave at once), and the last block to finish (a grid-wide arrival
- *  counter, reset by that block) runs the groups' half, after every plan is written. A
- *  separate instantiation: the schedule's code raises the kernel's registers (40 → 47 when
- *  written, one block fewer per SM), which costs a K1 of several waves (batch 64: 5 %). */
-template <int D, bool kSchedule>
+/*! \brief K1 over a grid (Hq, N, splits) of (head, row, share) blocks. */
+template <int D>
 __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
   wait_prior_grid_then_release_next();  // first of a step: lets the next kernel launch early
-  if (!kSchedule) {
-    match_share<D>(p, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.z);
-    return;
-  }
-  if (static_cast<int>(blockIdx.x) == p.Hq) {
-    if (blockIdx.y != 0 || blockIdx.z != 0) return;
-    schedule_rows<256>(p);
-  } else {
-    match_share<D>(p, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.z);
-  }
-  // Arrival, as in a grid barrier: the block's writes (plans, snapshots, rows, cut) are
-  // ordered before thread 0's fence by the barrier, and the fence before the atomic.
-  __shared__ int s_last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const int arrivals = p.N * p.Hq * static_cast<int>(gridDim.z) + 1;
-    s_last = atomicAdd(p.k1_arrivals, 1) == arrivals - 1;
-    if (s_last) {
-      *p.k1_arrivals = 0;  // ready for the next launch / replay
-      __threadfence();
-    }
-  }
-  __syncthreads();
-  if (!s_last) return;
-  Cut cut;
-  cut.C = __ldcg(p.work);
-  cut.lg = __ldcg(p.work + 2);
-  schedule_groups<256, true>(p, cut);
+  match_share<D>(p, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.z);
 }
 
-template <int D>
-cudaError_t launch_match_d(const KParams& p, bool with_schedule, cudaStream_t s) {
-  if (with_schedule) {
-    match_kernel<D, true><<<dim3(p.Hq + 1, p.N, p.k1_splits), 256, 0, s>>>(p);
-  } else {
-    match_kernel<D, false><<<dim3(p.Hq, p.N, p.k1_splits), 256, 0, s>>>(p);
-  }
-  return cudaGetLastError();
-}
-
-cudaError_t launch_match(const KParams& p, bool with_schedule, cudaStream_t s) {
+cudaError_t launch_match(const KParams& p, cudaStream_t s) {
+  const dim3 grid(p.Hq, p.N, p.k1_splits);
   switch (p.D) {
-    case 64: return launch_match_d<64>(p, with_schedule, s);
-    case 128: return launch_match_d<128>(p, with_schedule, s);
-    case 256: return launch_match_d<256>(p, with_schedule, s);
+    case 64: match_kernel<64><<<grid, 256, 0, s>>>(p); break;
+    case 128: match_kernel<128><<<grid, 256, 0, s>>>(p); break;
+    case 256: match_kernel<256><<<grid, 256, 0, s>>>(p); break;
     default: return cudaErrorInvalidValue;
   }
+  return cudaGetLastError();
 }
 
 cudaError_t launch_schedule(const KParams& p, bool pdl, cudaStream_t s) {

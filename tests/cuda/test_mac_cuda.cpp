@@ -100,8 +100,8 @@ BOOST_AUTO_TEST_CASE(sinks_gen_min_readiness_side_stream) {
 
 BOOST_AUTO_TEST_CASE(schedule_kernel_path) {
   // The schedule kernel (ScheduleMode::kKernel, also what kAuto falls back to when the amend
-  // kernel's tables do not fit) for the MAC engine, K1 splitting its heads (the schedule in
-  // K1's grid) and not; the full-attention engine then schedules its own items, so the
+  // kernel's tables do not fit) for the MAC engine, with K1 splitting its heads over blocks
+  // (N = 3) and not (N = 24); the full-attention engine then schedules its own items, so the
   // ineligible rows' bit-identity compares the two ways of scheduling.
   for (int N : {3, 24}) {
     CaseSpec c;

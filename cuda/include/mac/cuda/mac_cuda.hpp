@@ -246,7 +246,7 @@ enum class AmendVariant : int {
 enum class ScheduleMode : int {
   kAuto = 0,    //!< the amend kernel itself, into shared-memory tables, when those fit (sized
                 //!<  by max_batch·Hkv) without costing occupancy; else as kKernel
-  kKernel = 1,  //!< a one-block schedule kernel (inside K1's grid in small MAC steps) writes
+  kKernel = 1,  //!< a one-block schedule kernel, launched before the amend kernel, writes
                 //!<  them to the workspace. Same items, same bits as kAuto
 };
 
