@@ -385,6 +385,9 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         n1 = fetch(ig2);
         ig2 = group_of(__shfl_sync(0xffffffffu, c3, 0));
         c3 = claim();
+        // The entry reused here was last read by the consumer (all lanes) an item or more ago:
+        // order those reads before lane 0's write (compute-sanitizer racecheck).
+        __syncwarp();
         if (lane == 0) started[warp][ld_started % S] = ld;  // a row < 0 entry ends the consumer
         ++ld_started;
       }
