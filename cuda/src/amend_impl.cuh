@@ -85,7 +85,7 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 /*! \brief The L2 evict_first policy of the K/V copies of steps that use it (read once: keeps
  *  the partial states and the step's tables in L2); which steps do: kv_evict_first_auto
  *  (work_items.hpp), or KParams::kv_evict_first when fixed. The other steps copy without a
- *  cache hint: an explicit evict_normal policy measured 8–10 % slower on large steps. */
+ *  cache hint: an explicit evict_normal policy measured 7–10 % slower on large steps. */
 __device__ __forceinline__ uint64_t kv_evict_first_policy() {
   uint64_t pol;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
