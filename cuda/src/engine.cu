@@ -144,9 +144,8 @@ struct Engine::Impl {
   // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule kernel (MAC
   // steps that are not self-scheduled), bit 1 → amend (from K1 or the schedule kernel),
   // bit 2 amend → combine in MAC and prefill steps, bit 3 amend → combine in full-attention
-  // steps. config.dependent_launch:
-  // bits 0–2 (kPdlDefault), else none; env MAC_CUDA_PDL_EDGES (0..15, an experiment-only
-  // switch) overrides.
+  // steps. config.dependent_launch: bits 0–2 (kPdlDefault), else none; env
+  // MAC_CUDA_PDL_EDGES (0..15, an experiment-only switch) overrides.
   unsigned pdl_edges = 0;
   DeviceBuffer ws;
   size_t ws_bytes = 0;

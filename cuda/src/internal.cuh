@@ -116,8 +116,8 @@ struct KParams {
   int warps_total;    // W: resident warps of the persistent amend grid
   int k3_in_combine;  // 1: combine writes the ring entry (K3 fused)
   int self_schedule;  // 1: the amend kernel computes the schedule (no schedule kernel)
-  int kv_evict_first; // L2 policy of the amend kernel's K/V stream: 1 evict_first, 0 normal,
-                      //  −1 chosen per step (kv_evict_first_auto)
+  int kv_evict_first; // L2 policy of the amend kernel's K/V stream: 1 evict_first, 0 no cache
+                      //  hint, −1 chosen per step (kv_evict_first_auto)
   // workspace
   HeadPlan* plans;       // [N, Hq]
   uint16_t* snap_o;      // [N, Hq, D] prefix snapshot (read before the ring write)
@@ -143,6 +143,12 @@ __device__ inline uint16_t float_to_bf16_bits(float x) {
   return *reinterpret_cast<uint16_t*>(&h);
 }
 
+/*! \brief A kv_len the kernels accept: in [1, max_context] and within the page-table row,
+ *  so no key index reads past it. */
+__device__ inline bool kv_len_ok(const KParams& p, int len) {
+  return len >= 1 && len <= p.max_context && len <= static_cast<int64_t>(p.max_pages) * p.page_size;
+}
+
 /*! \brief Row validity, readiness and eligibility (DESIGN §3 step 1, §3.2). */
 __device__ inline RowInfo row_info(const KParams& p, int row) {
   RowInfo ri;
@@ -151,8 +157,7 @@ __device__ inline RowInfo row_info(const KParams& p, int row) {
   const int len = p.kv_len[row];
   const int sl = p.mode != kModeFull ? p.slot[row] : -1;
   ri.slot = sl;
-  // Also within the page-table row, so no key index reads past it.
-  ri.valid = len >= 1 && len <= p.max_context && len <= static_cast<int64_t>(p.max_pages) * p.page_size;
+  ri.valid = kv_len_ok(p, len);
   ri.m = ri.valid ? len - 1 : -1;
   ri.ready = 0;
   if (p.mode != kModeFull && ri.valid) {
@@ -169,8 +174,7 @@ __device__ inline RowInfo row_info(const KParams& p, int row) {
 
 /*! \brief Raises the error flag of an invalid row: bit 0 for its kv_len, else bit 1 (slot). */
 __device__ inline void report_row_error(const KParams& p, int row) {
-  const int len = p.kv_len[row];
-  atomicOr(p.err, (len < 1 || len > p.max_context || len > static_cast<int64_t>(p.max_pages) * p.page_size) ? 1 : 2);
+  atomicOr(p.err, kv_len_ok(p, p.kv_len[row]) ? 2 : 1);
 }
 
 /*! \brief The earliest band start over the G query heads of group (row, hk) in K1's plans
