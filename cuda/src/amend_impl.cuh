@@ -3,6 +3,9 @@
 // over work items of ≤ C keys (the step's item size, work_items.hpp) of one (row, KV head),
 // all G query heads of the group at once, so each KV head is read once for its G heads.
 //
+// The step's schedule (items, their groups and ranges) is computed by every block into
+// shared memory first (self_schedule), or read from what the schedule kernel wrote.
+//
 // Layers (CUTLASS-style): a persistent grid of independent warps; each warp takes a first
 // item block-major over the SMs, then claims items from a counter, and walks them as one
 // continuous stream of 16-key tiles; K and V tiles stream
