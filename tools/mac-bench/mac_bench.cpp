@@ -45,6 +45,8 @@ struct Options {
   int hq = 32, d = 128, ring = 512, tail = 256, reps = 50, warmup = 10, max_lag = 64, chunk = 0;
   uint64_t seed = 20261129;
   std::string csv, layout = "nhd", amend = "default", page_alloc = "reserved", schedule = "auto";
+  std::string kv_pool = "separate";
+  int64_t kv_pad = 0;
   bool k3_compare = true, mac = true, pdl = true, pdl_compare = false;
 };
 
@@ -118,6 +120,13 @@ int main(int argc, char** argv) {
                  "pages of the grid's longest context; packed = each row's pages follow the previous row's, for "
                  "the point's own context (the pool as dense as the baseline's K/V tensors)")
       ->check(CLI::IsMember({"reserved", "packed"}));
+  app.add_option("--kv-pool", o.kv_pool,
+                 "where K and V live: separate = two allocations (StepBuffers); joint = one allocation, the V "
+                 "pool --kv-pad bytes after the K pool; interleaved = each page holds its K block then its V "
+                 "block (FlashInfer's [pages, 2, page_size, Hkv, D])")
+      ->check(CLI::IsMember({"separate", "joint", "interleaved"}));
+  app.add_option("--kv-pad", o.kv_pad, "bytes between the K and V pools of --kv-pool joint (a multiple of 16)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--amend", o.amend, "amend kernel variant: default, cpasync, bulk")
       ->check(CLI::IsMember({"default", "cpasync", "bulk"}));
   app.add_option("--schedule", o.schedule,
@@ -131,6 +140,10 @@ int main(int argc, char** argv) {
   app.add_option("--pdl-compare", o.pdl_compare,
                  "also time full attention and MAC all-miss/all-hit with the other --pdl setting (rows with pdl = 0/1)");
   CLI11_PARSE(app, argc, argv);
+  if (o.kv_pad % 16 != 0) {
+    std::fprintf(stderr, "mac-bench: --kv-pad = %lld must be a multiple of 16\n", static_cast<long long>(o.kv_pad));
+    return 2;
+  }
 
 #if !MAC_CUDA_ENABLED
   std::fprintf(stderr, "mac-bench: built without CUDA; nothing to measure\n");
@@ -158,7 +171,8 @@ int main(int argc, char** argv) {
                "pct_read_bw,speedup_vs_full,pdl,schedule\n");
 
   const int D = o.d, Hq = o.hq, M = o.ring, ps = 16;
-  const std::string layout_name = o.page_alloc == "packed" ? o.layout + "-packed" : o.layout;
+  std::string layout_name = o.page_alloc == "packed" ? o.layout + "-packed" : o.layout;
+  if (o.kv_pool != "separate") layout_name += "-" + o.kv_pool + (o.kv_pool == "joint" ? std::to_string(o.kv_pad) : "");
   const int max_b = *std::max_element(o.batch.begin(), o.batch.end());
   const int max_ctx = *std::max_element(o.ctx.begin(), o.ctx.end());
   const int max_hkv = *std::max_element(o.hkv.begin(), o.hkv.end());
@@ -181,6 +195,13 @@ int main(int argc, char** argv) {
   CHECK(sb.allocate(sh));
   CHECK(fill_random(sb.k_cache.data(), kv_elems, DType::kBF16, o.seed + 1, 0.f, 1.f));
   CHECK(fill_random(sb.v_cache.data(), kv_elems, DType::kBF16, o.seed + 2, 0.f, 1.f));
+  // --kv-pool joint / interleaved: both pools in one allocation (the StepBuffers pools unused).
+  DeviceBuffer kv_one;
+  if (o.kv_pool != "separate") {
+    const size_t pad = o.kv_pool == "joint" ? static_cast<size_t>(o.kv_pad) : 0;
+    CHECK(kv_one.allocate(2 * kv_elems * 2 + pad));
+    CHECK(fill_random(kv_one.data(), (2 * kv_elems * 2 + pad) / 2, DType::kBF16, o.seed + 1, 0.f, 1.f));
+  }
   const size_t qn = static_cast<size_t>(max_b) * Hq * D;
   CHECK(fill_random(sb.q_post.data(), qn, DType::kBF16, o.seed + 3, 0.f, 1.f));
   const size_t rq = static_cast<size_t>(max_b) * M * Hq;
@@ -223,6 +244,14 @@ int main(int argc, char** argv) {
         DecodeParams p = sb.params();
         p.batch = N;
         p.kv_page_stride = static_cast<int64_t>(ps) * hkv * D;  // pool laid out for this Hkv
+        if (o.kv_pool == "joint") {
+          p.k_cache = kv_one.as<uint16_t>();
+          p.v_cache = p.k_cache + kv_elems + o.kv_pad / 2;
+        } else if (o.kv_pool == "interleaved") {
+          p.k_cache = kv_one.as<uint16_t>();
+          p.v_cache = p.k_cache + p.kv_page_stride;  // the page's V block follows its K block
+          p.kv_page_stride *= 2;
+        }
         if (o.layout == "hnd") {
           p.kv_head_stride = static_cast<int64_t>(ps) * D;
           p.kv_token_stride = D;
