@@ -25,6 +25,14 @@
 
 namespace mac::cuda::detail {
 
+// Stages per warp of the D = 128 kernel: 3 by default (two blocks per SM); cmake
+// -DMAC_AMEND_STAGES_D128=4..6 (one block per SM) is an experiment knob (tuning page §11).
+#ifndef MAC_AMEND_STAGES_D128
+#define MAC_AMEND_STAGES_D128 3
+#endif
+#if MAC_AMEND_STAGES_D128 < 3 || MAC_AMEND_STAGES_D128 > 6
+#error "MAC_AMEND_STAGES_D128 must be in 3..6"
+#endif
 // kBulk selects how K/V tiles reach shared memory: false = cp.async 16-byte copies by all
 // lanes into XOR-swizzled rows; true = one Hopper bulk copy (cp.async.bulk, the TMA engine
 // without a tensor map) per 16-key row of K or V, completing on a per-stage mbarrier, into
@@ -33,7 +41,7 @@ template <int D, bool kBulk = false>
 struct AmendCfg {
   static constexpr int kWarps = kAmendWarps;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kStages = D == 64 ? 4 : 3;
+  static constexpr int kStages = D == 64 ? 4 : D == 128 ? MAC_AMEND_STAGES_D128 : 3;
   static constexpr int kCpr = D / 8;                          // 16-byte chunks per key row
   static constexpr int kRowBytes = kBulk ? D * 2 + 16 : D * 2;  // smem row pitch
   static constexpr int kTileBytes = 16 * kRowBytes;           // one 16-key tile of K (or V)

@@ -249,14 +249,26 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   }
   impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
                                      cfg.device, bulk, 0);
+  // Env MAC_CUDA_AMEND_BLOCKS_PER_SM = b (an experiment-only switch, tuning page §11) caps the
+  // persistent grid at b blocks per SM: fewer, longer K/V streams.
+  if (const char* env = std::getenv("MAC_CUDA_AMEND_BLOCKS_PER_SM")) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || v < 1 || v > 32)
+      return invalid(cat("MAC_CUDA_AMEND_BLOCKS_PER_SM = '", env, "' (expected an integer in 1..32)"));
+    int sms = 0;
+    MAC_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cfg.device));
+    impl->grid = std::min(impl->grid, static_cast<int>(v) * sms);
+  }
   if (cfg.schedule == ScheduleMode::kAuto) {
     // The amend kernel schedules its own items when its tables fit beside the stages
-    // without costing a resident block (docs/cuda.md); otherwise the schedule kernel does.
+    // without costing a resident block (docs/cuda.md), of the grid as capped above;
+    // otherwise the schedule kernel does.
     const int64_t tb = (detail::self_schedule_ints(N, Hkv) * 4 + 15) / 16 * 16;
     if (tb <= detail::kMaxSelfTableBytes) {
       const int g = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128,
                                           detail::amend_grid_d256, cfg.device, bulk, static_cast<int>(tb));
-      if (g == impl->grid) impl->table_bytes = static_cast<int>(tb);
+      if (g >= impl->grid) impl->table_bytes = static_cast<int>(tb);
     }
   }
   MAC_CUDA_TRY(cudaGetLastError());
