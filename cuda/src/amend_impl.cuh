@@ -297,6 +297,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     if (gi >= 0) {
       const int row = gi / p.Hkv;
       if (p.self_schedule) {
+        // The ranges of the row's position; the band start as self_schedule clamped it (so the
+        // eligibility need not be read again: 6 registers more in the hot loop if it is).
         n.g = make_group(tab.m[row], false, 0, p.r, p.F);
         n.g.lo = tab.lo[gi];
         n.off = tab.off[gi];

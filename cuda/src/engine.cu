@@ -24,6 +24,18 @@ std::string cat(const Args&... args) {
   return os.str();
 }
 Status invalid(const std::string& m) { return {StatusCode::kInvalidArgument, m}; }
+/*! \brief An experiment-only integer switch from the environment: *out unchanged if `name` is
+ *  unset or empty, an error naming the value if it is not an integer in [lo, hi]. */
+Status env_int(const char* name, long lo, long hi, long* out) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return Status::Ok();
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < lo || v > hi)
+    return invalid(cat(name, " = '", env, "' (expected an integer in ", lo, "..", hi, ")"));
+  *out = v;
+  return Status::Ok();
+}
 Status cuda_status(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
   return {StatusCode::kCudaError, cat(what, ": ", cudaGetErrorString(e))};
@@ -228,8 +240,6 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
   if (cfg.amend == AmendVariant::kBulk) bulk = true;
   impl->bulk = bulk;
-  // Not bit 3: measured, amend → combine as a programmatic edge costs full-attention steps
-  // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (docs/bench/tuning_h200.md §7).
   // L2 evict_first on the K/V stream: chosen per step (work_items.hpp kv_evict_first_auto);
   // env MAC_CUDA_KV_EVICT_FIRST = 0 or 1 (an experiment-only switch) fixes it.
   if (const char* env = std::getenv("MAC_CUDA_KV_EVICT_FIRST")) {
@@ -238,28 +248,20 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
     else if (!v.empty() && v != "auto")
       return invalid(cat("MAC_CUDA_KV_EVICT_FIRST = '", v, "' (expected auto, 0 or 1)"));
   }
+  // Not bit 3: measured, amend → combine as a programmatic edge costs full-attention steps
+  // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (docs/bench/tuning_h200.md §7).
   constexpr unsigned kPdlDefault = 1u | 2u | 4u;
-  impl->pdl_edges = cfg.dependent_launch ? kPdlDefault : 0u;
-  if (const char* env = std::getenv("MAC_CUDA_PDL_EDGES")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || v < 0 || v > 15)
-      return invalid(cat("MAC_CUDA_PDL_EDGES = '", env, "' (expected an integer in 0..15)"));
-    impl->pdl_edges = static_cast<unsigned>(v);
-  }
+  long edges = cfg.dependent_launch ? kPdlDefault : 0u;
+  MAC_STATUS_TRY(env_int("MAC_CUDA_PDL_EDGES", 0, 15, &edges));
+  impl->pdl_edges = static_cast<unsigned>(edges);
+  MAC_CUDA_TRY(cudaDeviceGetAttribute(&impl->sms, cudaDevAttrMultiProcessorCount, cfg.device));
   impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
                                      cfg.device, bulk, 0);
   // Env MAC_CUDA_AMEND_BLOCKS_PER_SM = b (an experiment-only switch, tuning page §11) caps the
   // persistent grid at b blocks per SM: fewer, longer K/V streams.
-  if (const char* env = std::getenv("MAC_CUDA_AMEND_BLOCKS_PER_SM")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || v < 1 || v > 32)
-      return invalid(cat("MAC_CUDA_AMEND_BLOCKS_PER_SM = '", env, "' (expected an integer in 1..32)"));
-    int sms = 0;
-    MAC_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cfg.device));
-    impl->grid = std::min(impl->grid, static_cast<int>(v) * sms);
-  }
+  long blocks_per_sm = 0;
+  MAC_STATUS_TRY(env_int("MAC_CUDA_AMEND_BLOCKS_PER_SM", 1, 32, &blocks_per_sm));
+  if (blocks_per_sm > 0) impl->grid = std::min(impl->grid, static_cast<int>(blocks_per_sm) * impl->sms);
   if (cfg.schedule == ScheduleMode::kAuto) {
     // The amend kernel schedules its own items when its tables fit beside the stages
     // without costing a resident block (docs/cuda.md), of the grid as capped above;
@@ -314,7 +316,6 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   impl->k1_d2 = reinterpret_cast<float*>(b + o_k1d);
   impl->k1_pos = reinterpret_cast<int*>(b + o_k1p);
   impl->k1_count = reinterpret_cast<int*>(b + o_k1c);
-  MAC_CUDA_TRY(cudaDeviceGetAttribute(&impl->sms, cudaDevAttrMultiProcessorCount, cfg.device));
   impl->pf_pt = reinterpret_cast<int32_t*>(b + o_pf);
   impl->pf_len = impl->pf_pt + N;
   impl->pf_slot = impl->pf_pt + 2 * N;

@@ -193,11 +193,12 @@ int main(int argc, char** argv) {
   sh.num_slots = max_b;
   sh.diagnostics = true;
   CHECK(sb.allocate(sh));
-  CHECK(fill_random(sb.k_cache.data(), kv_elems, DType::kBF16, o.seed + 1, 0.f, 1.f));
-  CHECK(fill_random(sb.v_cache.data(), kv_elems, DType::kBF16, o.seed + 2, 0.f, 1.f));
   // --kv-pool joint / interleaved: both pools in one allocation (the StepBuffers pools unused).
   DeviceBuffer kv_one;
-  if (o.kv_pool != "separate") {
+  if (o.kv_pool == "separate") {
+    CHECK(fill_random(sb.k_cache.data(), kv_elems, DType::kBF16, o.seed + 1, 0.f, 1.f));
+    CHECK(fill_random(sb.v_cache.data(), kv_elems, DType::kBF16, o.seed + 2, 0.f, 1.f));
+  } else {
     const size_t pad = o.kv_pool == "joint" ? static_cast<size_t>(o.kv_pad) : 0;
     CHECK(kv_one.allocate(2 * kv_elems * 2 + pad));
     CHECK(fill_random(kv_one.data(), (2 * kv_elems * 2 + pad) / 2, DType::kBF16, o.seed + 1, 0.f, 1.f));
