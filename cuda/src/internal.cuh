@@ -86,6 +86,7 @@ struct KParams {
   const uint16_t* v_cache;
   int64_t page_stride, token_stride, head_stride;
   int page_size;
+  int page_shift;         // log2(page_size) when page_size is a power of two, else −1
   int64_t num_pages;      // pages in each pool: page ids outside [0, num_pages) are clamped + flagged
   const int32_t* page_table;
   int max_pages;
