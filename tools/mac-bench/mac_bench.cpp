@@ -43,6 +43,7 @@ struct Options {
   std::vector<int> hkv = {8, 4}, batch = {1, 16, 64}, ctx = {32768, 65536, 130048};
   std::vector<double> hit = {0.0, 0.5, 0.9, 0.95, 1.0};
   int hq = 32, d = 128, ring = 512, tail = 256, reps = 50, warmup = 10, max_lag = 64, chunk = 0;
+  int page_size = 16;
   uint64_t seed = 20261129;
   std::string csv, layout = "nhd", amend = "default", page_alloc = "reserved", schedule = "auto";
   std::string kv_pool = "separate";
@@ -112,6 +113,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "warm-up replays");
   app.add_option("--chunk", o.chunk, "keys per work item (0: chosen per step on the device; the CSV shows the one used)");
   app.add_option("--seed", o.seed, "seed");
+  app.add_option("--page-size", o.page_size, "tokens per KV page")->check(CLI::Range(1, 65536));
   app.add_option("--layout", o.layout, "KV page layout: nhd = [pages, page_size, Hkv, D] (the API default), "
                  "hnd = [pages, Hkv, page_size, D] (through the stride fields)")
       ->check(CLI::IsMember({"nhd", "hnd"}));
@@ -170,8 +172,9 @@ int main(int argc, char** argv) {
                "kind,k3,amend,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,p90_ms,bytes,gbps,"
                "pct_read_bw,speedup_vs_full,pdl,schedule\n");
 
-  const int D = o.d, Hq = o.hq, M = o.ring, ps = 16;
+  const int D = o.d, Hq = o.hq, M = o.ring, ps = o.page_size;
   std::string layout_name = o.page_alloc == "packed" ? o.layout + "-packed" : o.layout;
+  if (ps != 16) layout_name += "-ps" + std::to_string(ps);
   if (o.kv_pool != "separate") layout_name += "-" + o.kv_pool + (o.kv_pool == "joint" ? std::to_string(o.kv_pad) : "");
   const int max_b = *std::max_element(o.batch.begin(), o.batch.end());
   const int max_ctx = *std::max_element(o.ctx.begin(), o.ctx.end());
