@@ -385,9 +385,7 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.head_stride = p.kv_head_stride ? p.kv_head_stride : D;
   k.page_stride = p.kv_page_stride ? p.kv_page_stride : k.token_stride * p.page_size;
   k.page_size = p.page_size;
-  k.page_shift = -1;
-  for (int sh = 0; sh < 31; ++sh)
-    if ((1 << sh) == p.page_size) k.page_shift = sh;
+  k.page_shift = detail::is_pow2(p.page_size) ? detail::log2_exact(p.page_size) : -1;
   k.num_pages = p.num_pages;
   k.page_table = p.page_table;
   k.max_pages = p.max_pages_per_row;
