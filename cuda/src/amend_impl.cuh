@@ -17,11 +17,10 @@
 //
 // Per query head the keys of an item are clipped to the head's own range (band items start
 // at the head's band_start), so the hit heads of a mixed group attend only their band.
-#include <cub/block/block_reduce.cuh>
-#include <cub/block/block_scan.cuh>
 #include <type_traits>
 
 #include "launch.hpp"
+#include "schedule.cuh"
 
 namespace mac::cuda::detail {
 
@@ -154,72 +153,38 @@ struct SelfTables {
 };
 
 /*! \brief The step's schedule, computed by every block of the amend kernel into its own shared
- *  memory, so a step needs no schedule kernel and no item waits on a global lookup: the same
- *  rows, cut, groups and item order as schedule_rows/schedule_groups (match.cu), from the same
- *  inputs through the same helpers (row_info, step_cut, make_group, group_item_count), hence
- *  the same items and bits. Block 0 also writes what the combine reads (rows, groups,
- *  group_off, the cut in work[0], work[2]) and the error flags. The rows' inputs are step
- *  inputs, complete before the step's first kernel started, so they are read before waiting
- *  for the kernel before this one (K1 in a MAC step); K1's plans after. Block-wide. */
+ *  memory, so a step needs no schedule kernel and no item waits on a global lookup: the halves
+ *  of the schedule kernel (schedule.cuh), hence the same items and bits. Block 0 also writes
+ *  what the combine reads (rows, groups, group_off, the cut in work[0], work[2]) and the error
+ *  flags. The rows' inputs are step inputs, complete before the step's first kernel started,
+ *  so they are read before waiting for the kernel before this one (K1 in a MAC step); K1's
+ *  plans after. Block-wide. */
 template <int kThreads>
 __device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
-  using Sum = cub::BlockReduce<long long, kThreads>;
-  using Scan = cub::BlockScan<int, kThreads>;
-  __shared__ union {
-    typename Sum::TempStorage sum;
-    typename Scan::TempStorage scan;
-  } tmp;
-  __shared__ Cut s_cut;
-  __shared__ int carry;
-  const int tid = threadIdx.x, ng = p.N * p.Hkv;
+  const int ng = p.N * p.Hkv;
   const bool writer = blockIdx.x == 0;
-  long long keys = 0;  // Σ Hkv·kv_len over valid rows
-  for (int row = tid; row < p.N; row += kThreads) {
-    const RowInfo ri = row_info(p, row);
+  const Cut cut = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
     t.m[row] = ri.valid ? ri.m : -1;
     t.elig[row] = ri.eligible;
-    if (ri.valid) keys += static_cast<long long>(ri.m + 1) * p.Hkv;
-    if (writer) {
-      p.rows[row] = ri;
-      if (!ri.valid) report_row_error(p, row);
-    }
-  }
-  keys = Sum(tmp.sum).Sum(keys);
-  if (tid == 0) {
-    s_cut = step_cut(keys, p.warps_total, p.chunk);
-    carry = 0;
-    if (writer) {
-      p.work[0] = s_cut.C;
-      p.work[2] = s_cut.lg;
-    }
-  }
+  });
   wait_prior_grid_then_release_next();  // K1's plans are read below
-  __syncthreads();
-  const Cut cut = s_cut;
-  for (int base = 0; base < ng; base += kThreads) {
-    const int gi = base + tid;
-    int cnt = 0;
-    if (gi < ng) {
-      const int row = gi / p.Hkv;
-      const bool el = t.elig[row] != 0;
-      const GroupDesc g = make_group(t.m[row], el, el ? group_band_lo(p, row, gi % p.Hkv) : INT_MAX, p.r, p.F);
-      t.lo[gi] = g.lo;
-      cnt = group_item_count(g, cut);
-      if (writer) p.groups[gi] = g;
-    }
-    int excl, agg;
-    Scan(tmp.scan).ExclusiveSum(cnt, excl, agg);
-    if (gi < ng) {
-      t.off[gi] = carry + excl;
-      if (writer) p.group_off[gi] = carry + excl;
-    }
-    __syncthreads();
-    if (tid == 0) carry += agg;
-    __syncthreads();
-  }
-  if (tid == 0) {
-    t.off[ng] = carry;
-    if (writer) p.group_off[ng] = carry;
+  const int total = schedule_groups<kThreads>(
+      p, cut,
+      [&](int gi) {
+        const int row = gi / p.Hkv;
+        const bool el = t.elig[row] != 0;
+        const GroupDesc g = make_group(t.m[row], el, el ? group_band_lo(p, row, gi % p.Hkv) : INT_MAX, p.r, p.F);
+        t.lo[gi] = g.lo;
+        if (writer) p.groups[gi] = g;
+        return g;
+      },
+      [&](int gi, int first) {
+        t.off[gi] = first;
+        if (writer) p.group_off[gi] = first;
+      });
+  if (threadIdx.x == 0) {
+    t.off[ng] = total;
+    if (writer) p.group_off[ng] = total;
   }
   __syncthreads();
   return cut;

@@ -1,11 +1,8 @@
 // K1 match (DESIGN §3 steps 1–2, §3.1) and the device-side schedule of K2's work items.
 #include <climits>
 
-#include <cub/block/block_reduce.cuh>
-#include <cub/block/block_scan.cuh>
-
 #include "launch.hpp"
-#include "mac/cuda/mac_cuda.hpp"  // kMaxGroup
+#include "schedule.cuh"
 
 namespace mac::cuda::detail {
 
@@ -167,70 +164,34 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
 // block, for steps whose amend kernel does not schedule its own items (ScheduleMode::kKernel,
 // or tables too large for its shared memory; amend_impl.cuh self_schedule computes the same
 // thing): the step's item size, per group (row, KV head) the key ranges and item count, an
-// exclusive scan into group_off and the item → group table. The split follows each group's
-// span (misses: the whole context; all-hit groups: band + tail + sinks).
+// exclusive scan into group_off and the item → group table (the halves in schedule.cuh). The
+// split follows each group's span (misses: the whole context; all-hit groups: band + tail +
+// sinks).
 // ---------------------------------------------------------------------------------------
 
-/*! \brief Rows: the RowInfo of every row, the error flags, the step's cut (work[0], work[2])
- *  and the reset of the amend kernel's item counter (work[1]). Returns the cut. */
-template <int kThreads>
-__device__ Cut schedule_rows(const KParams& p) {
-  using Sum = cub::BlockReduce<long long, kThreads>;
-  __shared__ typename Sum::TempStorage tmp;
-  __shared__ Cut s_cut;
-  const int tid = threadIdx.x;
-  long long keys = 0;  // Σ Hkv·kv_len over valid rows: the step's full-attention work
-  for (int row = tid; row < p.N; row += kThreads) {
-    const RowInfo ri = row_info(p, row);
-    p.rows[row] = ri;
-    if (!ri.valid) {
-      report_row_error(p, row);
-    } else {
-      keys += static_cast<long long>(ri.m + 1) * p.Hkv;
-    }
-  }
-  keys = Sum(tmp).Sum(keys);
-  if (tid == 0) {
-    s_cut = step_cut(keys, p.warps_total, p.chunk);
-    p.work[0] = s_cut.C;
-    p.work[1] = 0;
-    p.work[2] = s_cut.lg;
-  }
-  __syncthreads();
-  return s_cut;
-}
-
-/*! \brief Groups: ranges, item counts, their scan and the item → group table. The row tables
- *  are read again (L1 hits after schedule_rows in the same block). */
-template <int kThreads>
-__device__ void schedule_groups(const KParams& p, const Cut cut) {
-  using Scan = cub::BlockScan<int, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
-  __shared__ int carry;
+/*! \brief The schedule, one block: rows (and the reset of the amend kernel's item counter,
+ *  work[1]), groups into the workspace, then the item → group table. */
+__global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
+  constexpr int kThreads = 1024;
+  wait_prior_grid_then_release_next();  // in a MAC step, K1's plans are read below
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
-  if (tid == 0) carry = 0;
-  __syncthreads();
-  for (int base = 0; base < ng; base += kThreads) {
-    const int gi = base + tid;
-    int cnt = 0;
-    if (gi < ng) {
-      const int row = gi / p.Hkv, hk = gi % p.Hkv;
-      // The group's earliest band start, read beside the row's loads rather than after
-      // them (K1 writes a plan for every head of a MAC step; used only if eligible).
-      const int band_lo = p.mode == kModeMac ? group_band_lo(p, row, hk) : INT_MAX;
-      const RowInfo ri = row_info(p, row);
-      const GroupDesc g = make_group(ri.valid ? ri.m : -1, ri.eligible, band_lo, p.r, p.F);
-      p.groups[gi] = g;
-      cnt = group_item_count(g, cut);
-    }
-    int excl, agg;
-    Scan(tmp).ExclusiveSum(cnt, excl, agg);
-    if (gi < ng) p.group_off[gi] = carry + excl;
-    __syncthreads();
-    if (tid == 0) carry += agg;
-    __syncthreads();
-  }
-  if (tid == 0) p.group_off[ng] = carry;
+  if (tid == 0) p.work[1] = 0;
+  const Cut cut = schedule_rows<kThreads>(p, true, [](int, const RowInfo&) {});
+  // The row tables are read again per group (L1 hits after the rows' half).
+  const int total = schedule_groups<kThreads>(
+      p, cut,
+      [&](int gi) {
+        const int row = gi / p.Hkv, hk = gi % p.Hkv;
+        // The group's earliest band start, read beside the row's loads rather than after
+        // them (K1 writes a plan for every head of a MAC step; used only if eligible).
+        const int band_lo = p.mode == kModeMac ? group_band_lo(p, row, hk) : INT_MAX;
+        const RowInfo ri = row_info(p, row);
+        const GroupDesc g = make_group(ri.valid ? ri.m : -1, ri.eligible, band_lo, p.r, p.F);
+        p.groups[gi] = g;
+        return g;
+      },
+      [&](int gi, int first) { p.group_off[gi] = first; });
+  if (tid == 0) p.group_off[ng] = total;
   __syncthreads();  // group_off complete and visible to the block
   // Item → group table, one warp per group, coalesced.
   const int lane = tid & 31;
@@ -238,13 +199,6 @@ __device__ void schedule_groups(const KParams& p, const Cut cut) {
     const int off = __ldcg(p.group_off + gi), cnt = __ldcg(p.group_off + gi + 1) - off;
     for (int k = lane; k < cnt; k += 32) p.item_group[off + k] = gi;
   }
-}
-
-/*! \brief The schedule, one block. */
-__global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
-  wait_prior_grid_then_release_next();  // in a MAC step, K1's plans are read below
-  const Cut cut = schedule_rows<1024>(p);
-  schedule_groups<1024>(p, cut);
 }
 
 /*! \brief K1 over a grid (Hq, N, splits) of (head, row, share) blocks. */
