@@ -1,21 +1,22 @@
 #!/usr/bin/env python3
 """Summarises scripts/device/ab_builds.sh output (ab.csv): per benchmark point, the mean over
 rounds of each variant's median time, its round-to-round range, and each variant's ratio to
-the first variant (the baseline) and to the baseline's own 'auto' set; optionally the ratio
-of cuDNN SDPA (sdpa.csv of the same call) to each. Usage: ab_summary.py ab.csv [sdpa.csv]"""
-import csv
+the first variant (the baseline) in the same set; optionally the ratio of cuDNN SDPA
+(sdpa.csv of the same call) to each. Usage: ab_summary.py ab.csv [sdpa.csv]"""
+import os
 import sys
 from collections import OrderedDict, defaultdict
 
-
-def rows(path):
-    with open(path) as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from summarize import rows  # noqa: E402  (the CSV reader of mac-bench's files)
 
 
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
+    for p in sys.argv[1:3]:
+        if not os.path.isfile(p):
+            sys.exit(f"ab_summary.py: no such file: {p}")
     data = rows(sys.argv[1])
     sdpa = {}
     if len(sys.argv) > 2:
