@@ -36,8 +36,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   wait_prior_grid_then_release_next();  // the amend kernel's partial states are read below
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wid = blockIdx.x;
-  // The amend kernel has finished: its item counter is reset for the next step here (a
-  // self-scheduled step has no schedule kernel to do it).
+  // The amend kernel has finished: its item counter is reset for the next step here, the
+  // one place that does (every step that runs the amend kernel ends with this kernel; the
+  // workspace starts zeroed).
   if (!k3_only && wid == 0 && threadIdx.x == 0) p.work[1] = 0;
   if (wid >= p.N * p.Hq) return;
   const int row = wid / p.Hq, h = wid % p.Hq, hk = h / p.G, gl = h % p.G;

@@ -169,13 +169,13 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
 // sinks).
 // ---------------------------------------------------------------------------------------
 
-/*! \brief The schedule, one block: rows (and the reset of the amend kernel's item counter,
- *  work[1]), groups into the workspace, then the item → group table. */
+/*! \brief The schedule, one block: rows and groups into the workspace, then the item →
+ *  group table. (The amend kernel's item counter, work[1], is reset by the combine of the
+ *  step before, as for a self-scheduled step.) */
 __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   constexpr int kThreads = 1024;
   wait_prior_grid_then_release_next();  // in a MAC step, K1's plans are read below
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
-  if (tid == 0) p.work[1] = 0;
   const Cut cut = schedule_rows<kThreads>(p, true, [](int, const RowInfo&) {});
   // The row tables are read again per group (L1 hits after the rows' half).
   const int total = schedule_groups<kThreads>(

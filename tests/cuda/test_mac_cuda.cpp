@@ -167,8 +167,8 @@ BOOST_AUTO_TEST_CASE(graph_chain_64_steps) {
   // One capture, 70 replays with positions, lengths and queries changing in device memory;
   // M = 64 so the ring wraps around more than once; page size 16 with partial last pages.
   // Captured with and without programmatic dependent launch (EngineConfig::dependent_launch).
-  // Also with the schedule kernel: a self-scheduled step relies on the combine of the step
-  // before to reset the amend kernel's item counter, which only a chain of replays shows.
+  // Also with the schedule kernel. Every step relies on the combine of the step before to
+  // reset the amend kernel's item counter, which only a chain of replays shows.
   for (int variant = 0; variant < 3; ++variant) {
     CaseSpec c;
     c.steps = 70;
