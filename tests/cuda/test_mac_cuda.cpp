@@ -2,7 +2,7 @@
 // decisions identical, outputs and ring entries within 1e-2 relative L2 per head of the
 // FP64 reference of the same decisions (max element error reported), ineligible rows
 // bit-identical to full attention, a 64-step chain replayed from one captured graph, awkward
-// sizes, all head dims and G ∈ {1, 2, 3, 4, 8}.
+// sizes, all head dims and G ∈ {1, 2, 3, 4, 8, 12, 16}.
 #include <boost/test/unit_test.hpp>
 
 #include "harness.hpp"
@@ -54,7 +54,8 @@ Stats run_steps(const CaseSpec& c, bool graph) {
 BOOST_AUTO_TEST_SUITE(mac_cuda)
 
 BOOST_AUTO_TEST_CASE(group_sizes_d128) {
-  for (int G : {1, 2, 3, 4, 8}) {
+  // Up to the largest group (16 heads: every row of the MMA's 16 is a query head).
+  for (int G : {1, 2, 3, 4, 8, 12, 16}) {
     CaseSpec c;
     c.G = G;
     c.Hkv = G >= 8 ? 1 : 2;
@@ -68,11 +69,11 @@ BOOST_AUTO_TEST_CASE(group_sizes_d128) {
 
 BOOST_AUTO_TEST_CASE(head_dims) {
   for (int D : {64, 256}) {
-    for (int G : {2, 4}) {
+    for (int G : {2, 4, 16}) {
       CaseSpec c;
       c.D = D;
       c.G = G;
-      c.Hkv = 2;
+      c.Hkv = G > 8 ? 1 : 2;
       c.seed = 200 + D + G;
       c.page_size = D == 64 ? 1 : 16;
       const Stats s = run_steps(c, false);
