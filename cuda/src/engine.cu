@@ -173,9 +173,6 @@ struct Engine::Impl {
   float* part_o = nullptr;
   float* part_lse2 = nullptr;
   int* err = nullptr;
-  float* k1_d2 = nullptr;
-  int* k1_pos = nullptr;
-  int* k1_count = nullptr;
   int sms = 132;
   int32_t* pf_pt = nullptr;    // prefill pseudo-rows: page-table row, kv_len, slot
   int32_t* pf_len = nullptr;
@@ -295,9 +292,6 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   const size_t o_po = take(sizeof(float) * max_items * G * D);
   const size_t o_pl = take(sizeof(float) * max_items * G);
   const size_t o_err = take(sizeof(int));
-  const size_t o_k1d = take(sizeof(float) * N * Hq * detail::kMaxK1Splits);
-  const size_t o_k1p = take(sizeof(int) * N * Hq * detail::kMaxK1Splits);
-  const size_t o_k1c = take(sizeof(int) * N * Hq);
   const size_t o_pf = take(sizeof(int32_t) * 3 * N);
   MAC_STATUS_TRY(impl->ws.allocate(off));
   impl->ws_bytes = off;
@@ -313,9 +307,6 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   impl->part_o = reinterpret_cast<float*>(b + o_po);
   impl->part_lse2 = reinterpret_cast<float*>(b + o_pl);
   impl->err = reinterpret_cast<int*>(b + o_err);
-  impl->k1_d2 = reinterpret_cast<float*>(b + o_k1d);
-  impl->k1_pos = reinterpret_cast<int*>(b + o_k1p);
-  impl->k1_count = reinterpret_cast<int*>(b + o_k1c);
   impl->pf_pt = reinterpret_cast<int32_t*>(b + o_pf);
   impl->pf_len = impl->pf_pt + N;
   impl->pf_slot = impl->pf_pt + 2 * N;
@@ -435,9 +426,6 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   const int nh = k.N * k.Hq;
   k.k1_splits = std::max(1, std::min(detail::kMaxK1Splits, (2 * sms + nh - 1) / nh));
   k.k1_splits = std::min(k.k1_splits, std::max(1, cfg.ring / 32));
-  k.k1_d2 = k1_d2;
-  k.k1_pos = k1_pos;
-  k.k1_count = k1_count;
   if (mode == detail::kModeFull) {
     k.slot = nullptr;
     k.diag_hit = nullptr;  // diagnostics are MAC's; full attention leaves them alone

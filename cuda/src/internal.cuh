@@ -131,10 +131,7 @@ struct KParams {
   float* part_o;         // [max_items, G, D] normalised partial outputs
   float* part_lse2;      // [max_items, G] base-2 partial LSE
   int max_items;
-  int k1_splits;         // K1 blocks per (row, head), 1..kMaxK1Splits
-  float* k1_d2;          // [N, Hq, splits] per-block nearest distance
-  int* k1_pos;           // [N, Hq, splits] per-block nearest position
-  int* k1_count;         // [N, Hq] blocks done (the last resets it to 0)
+  int k1_splits;         // K1 blocks per (row, head), 1..kMaxK1Splits: one cluster
   int* err;              // error flags (bit 0: kv_len, bit 1: slot, bit 2: page id)
 };
 

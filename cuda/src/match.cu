@@ -1,4 +1,6 @@
 // K1 match (DESIGN §3 steps 1–2, §3.1) and the device-side schedule of K2's work items.
+#include <cooperative_groups.h>
+
 #include <climits>
 
 #include "launch.hpp"
@@ -15,11 +17,12 @@ __device__ inline bool better(float da, int pa, float db, int pb) {
   return pa < pb;
 }
 
-/*! \brief K1 for one block: share z of the candidates of (row, query head h). Each of the
- *  `splits` blocks of a head scans a contiguous share; the last of them to finish (atomic
- *  counter, reset by itself for the next launch or graph replay) reduces the shares, checks
- *  validity and writes the plan. The argmin is a lexicographic minimum, so the split never
- *  changes a decision. Returns with the whole block (every exit is block-uniform). */
+/*! \brief K1 for one block: share z of the candidates of (row, query head h). The `splits`
+ *  blocks of a head are one thread-block cluster; each scans a contiguous share, and block 0
+ *  of the cluster reduces the shares' winners from the others' shared memory (no global
+ *  round trip), checks validity and writes the plan. The argmin is a lexicographic minimum,
+ *  so the split never changes a decision. Returns with the whole cluster (every exit is
+ *  uniform over the row, hence over the cluster). */
 template <int D>
 __device__ void match_share(const KParams& p, int h, int row, int z, int splits) {
   constexpr int LANES = D / 8;          // lanes per candidate (canonical order, §3.1)
@@ -33,7 +36,9 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   HeadPlan plan = miss_plan(sink_end_dev(p.F, em));
   __shared__ float s_d2[256 / 32];
   __shared__ int s_p[256 / 32];
-  __shared__ int s_best, s_last;
+  __shared__ int s_best;
+  __shared__ float s_win_d2;  // this block's winner, read by block 0 of the cluster
+  __shared__ int s_win_p;
   // The scan needs only m and the slot (first round of row_info's loads), not readiness
   // (second round): it is issued before the eligibility test, which comes after the loop,
   // so the two rounds overlap. An ineligible row's scan is discarded (default plan).
@@ -107,32 +112,38 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
         best_d = s_d2[w];
         best_p = s_p[w];
       }
-    s_last = 1;
-    if (splits > 1) {
-      p.k1_d2[oh * splits + z] = best_d;
-      p.k1_pos[oh * splits + z] = best_p;
-      __threadfence();
-      const int done = atomicAdd(p.k1_count + oh, 1);
-      s_last = done == splits - 1;
-      if (s_last) {
-        __threadfence();
-        p.k1_count[oh] = 0;  // ready for the next launch / replay
-        for (int w = 0; w < splits; ++w) {
-          const float d = __ldcg(p.k1_d2 + oh * splits + w);
-          const int q2 = __ldcg(p.k1_pos + oh * splits + w);
-          if (better(d, q2, best_d, best_p)) {
-            best_d = d;
-            best_p = q2;
-          }
+    s_win_d2 = best_d;
+    s_win_p = best_p;
+  }
+  if (splits > 1) {
+    // The cluster's winners: block 0's first warp reads one block's each (distributed shared
+    // memory) and reduces them; the second barrier keeps every block's shared memory alive
+    // until then.
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    if (z == 0 && tid < 32) {
+      const int w = tid < splits ? tid : 0;
+      best_d = *cluster.map_shared_rank(&s_win_d2, w);
+      best_p = *cluster.map_shared_rank(&s_win_p, w);
+#pragma unroll
+      for (int off = 4; off >= 1; off >>= 1) {
+        const float od = __shfl_xor_sync(0xffffffffu, best_d, off);
+        const int op = __shfl_xor_sync(0xffffffffu, best_p, off);
+        if (better(od, op, best_d, best_p)) {
+          best_d = od;
+          best_p = op;
         }
       }
     }
-    s_best = s_last && best_d < p.thr ? best_p : -1;  // strict; NaN never hits
+    cluster.sync();
+    if (z != 0) return;
   }
+  if (tid == 0) s_best = best_d < p.thr ? best_p : -1;  // strict; NaN never hits
   __syncthreads();
   const int bp = s_best;
   if (bp < 0) {
-    if (s_last && tid == 0) {
+    if (tid == 0) {
       plan.d2 = best_d;
       p.plans[oh] = plan;
     }
@@ -209,14 +220,24 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
 }
 
 cudaError_t launch_match(const KParams& p, cudaStream_t s) {
-  const dim3 grid(p.Hq, p.N, p.k1_splits);
+  // The splits of one (row, head) form a cluster (≤ kMaxK1Splits = 8 blocks: a portable size).
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = p.k1_splits;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(p.Hq, p.N, p.k1_splits);
+  cfg.blockDim = dim3(256);
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
   switch (p.D) {
-    case 64: match_kernel<64><<<grid, 256, 0, s>>>(p); break;
-    case 128: match_kernel<128><<<grid, 256, 0, s>>>(p); break;
-    case 256: match_kernel<256><<<grid, 256, 0, s>>>(p); break;
+    case 64: return cudaLaunchKernelEx(&cfg, match_kernel<64>, p);
+    case 128: return cudaLaunchKernelEx(&cfg, match_kernel<128>, p);
+    case 256: return cudaLaunchKernelEx(&cfg, match_kernel<256>, p);
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 cudaError_t launch_schedule(const KParams& p, bool pdl, cudaStream_t s) {
