@@ -14,7 +14,10 @@
 
 namespace mac::cuda::detail {
 
+// K1 blocks per (row, head) at most: one thread-block cluster (8: the portable cluster size;
+// a power of two, the width of the cluster's warp reduction in match.cu).
 constexpr int kMaxK1Splits = 8;
+static_assert((kMaxK1Splits & (kMaxK1Splits - 1)) == 0 && kMaxK1Splits <= 8, "kMaxK1Splits: a power of two <= 8");
 constexpr float kLn2 = 0.693147180559945309417f;
 constexpr float kLog2e = 1.442695040888963407360f;
 

@@ -6,6 +6,20 @@
 
 namespace mac::cuda::detail {
 
+/*! \brief Launches `kernel` on `s` with the `n` launch attributes `attrs` (none: n = 0). */
+template <typename... KArgs, typename... Args>
+cudaError_t launch_with(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                        cudaLaunchAttribute* attrs, int n, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = n > 0 ? attrs : nullptr;
+  cfg.numAttrs = n;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
 /*! \brief Launches `kernel` on `s`; with `pdl` as a programmatic dependent of the kernel
  *  before it in the stream (its blocks may start while that one drains and wait in
  *  wait_prior_grid_then_release_next). Also inside stream capture (a programmatic edge). */
@@ -15,14 +29,20 @@ cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cfg.attrs = pdl ? attr : nullptr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  return launch_with(kernel, grid, block, smem, s, attr, pdl ? 1 : 0, std::forward<Args>(args)...);
+}
+
+/*! \brief Launches `kernel` on `s` with its blocks in thread-block clusters of `cluster_z`
+ *  consecutive blocks along z (none when cluster_z = 1; at most 8, the portable size). */
+template <typename... KArgs, typename... Args>
+cudaError_t launch_clustered(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                             unsigned cluster_z, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = cluster_z;
+  return launch_with(kernel, grid, block, smem, s, attr, cluster_z > 1 ? 1 : 0, std::forward<Args>(args)...);
 }
 
 // K2 amend kernel, one instantiation per head dimension (one .cu file each).
@@ -44,7 +64,8 @@ int amend_grid_d64(int device, bool bulk, int table_bytes);
 int amend_grid_d128(int device, bool bulk, int table_bytes);
 int amend_grid_d256(int device, bool bulk, int table_bytes);
 
-/*! \brief K1 match: grid (Hq, N, k1_splits). Writes plans and prefix snapshots (match.cu). */
+/*! \brief K1 match: grid (Hq, N, k1_splits), the k1_splits blocks of a (row, head) one
+ *  cluster. Writes plans and prefix snapshots (match.cu). */
 cudaError_t launch_match(const KParams& p, cudaStream_t s);
 /*! \brief Device-side schedule kernel (steps that are not self-scheduled): row infos, group
  *  ranges, item offsets, the item → group table (one block). */

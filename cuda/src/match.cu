@@ -127,7 +127,7 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
       best_d = *cluster.map_shared_rank(&s_win_d2, w);
       best_p = *cluster.map_shared_rank(&s_win_p, w);
 #pragma unroll
-      for (int off = 4; off >= 1; off >>= 1) {
+      for (int off = kMaxK1Splits / 2; off >= 1; off >>= 1) {
         const float od = __shfl_xor_sync(0xffffffffu, best_d, off);
         const int op = __shfl_xor_sync(0xffffffffu, best_p, off);
         if (better(od, op, best_d, best_p)) {
@@ -220,22 +220,12 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
 }
 
 cudaError_t launch_match(const KParams& p, cudaStream_t s) {
-  // The splits of one (row, head) form a cluster (≤ kMaxK1Splits = 8 blocks: a portable size).
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = p.k1_splits;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(p.Hq, p.N, p.k1_splits);
-  cfg.blockDim = dim3(256);
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  const dim3 grid(p.Hq, p.N, p.k1_splits);
+  const unsigned cluster = static_cast<unsigned>(p.k1_splits);  // ≤ kMaxK1Splits
   switch (p.D) {
-    case 64: return cudaLaunchKernelEx(&cfg, match_kernel<64>, p);
-    case 128: return cudaLaunchKernelEx(&cfg, match_kernel<128>, p);
-    case 256: return cudaLaunchKernelEx(&cfg, match_kernel<256>, p);
+    case 64: return launch_clustered(match_kernel<64>, grid, 256, 0, s, cluster, p);
+    case 128: return launch_clustered(match_kernel<128>, grid, 256, 0, s, cluster, p);
+    case 256: return launch_clustered(match_kernel<256>, grid, 256, 0, s, cluster, p);
     default: return cudaErrorInvalidValue;
   }
 }
