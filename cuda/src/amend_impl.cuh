@@ -190,6 +190,10 @@ __device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
   return cut;
 }
 
+/*! \brief Items a warp takes statically after its first (gw + W, gw + 2W, gw + 3W: the
+ *  loader's warm-up), before it claims dynamically. */
+constexpr int kStaticClaims = 3;
+
 /*! \brief Which (row, KV head, key range) global item `item` is (row < 0: none left);
  *  ptrow: the row's page-table row (row_pt[row] in prefill mode, else row). */
 struct ItemDesc {
@@ -224,7 +228,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   }
   const int W = gridDim.x * Cfg::kWarps;
   // First item of each warp: block-major, so that a step with fewer items than warps still
-  // spreads them over every SM; later items are claimed dynamically (work[1] counts them).
+  // spreads them over every SM. Its next kStaticClaims items follow statically (gw + W, …),
+  // later ones are claimed dynamically (work[1] counts them; see claim below).
   const int gw = warp * gridDim.x + blockIdx.x;
   if (gw >= total) return;  // whole warp leaves together
   __shared__ __align__(8) uint64_t bars[Cfg::kWarps * S];  // per warp, per stage (bulk variant)
@@ -247,7 +252,13 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // microseconds. Item descriptions therefore flow through a three-stage pipeline, one
   // stage per item: claim (atomic, lane 0) → item_group[] → groups[]/group_off[]/row_pt[] → range;
   // and each tile's page id is loaded one tile before its copies are issued.
-  auto claim = [&]() { return lane == 0 ? W + atomicAdd(p.work + 1, 1) : 0; };  // lane 0's value
+  // The warm-up's claims are static: all W warps claiming three items from one counter as the
+  // step starts queued on that atomic, before any warp's first tile (measured: 2–6 % of a
+  // batch-1 step, tuning page §14). Items after those are claimed dynamically, so warps that
+  // finish early take more. Every warp's claims increase (static ones by W; dynamic ones are
+  // ≥ (kStaticClaims + 1)·W, above any static one), so once one is past the last item all
+  // later ones are, and a warp past the end claims nothing more.
+  auto claim = [&]() { return lane == 0 ? (kStaticClaims + 1) * W + atomicAdd(p.work + 1, 1) : 0; };  // lane 0's
   struct Claimed {  // a claimed item (the claim id is the item id) whose group is loading
     int item, gi;    // gi = −1 past the last item
   };
@@ -303,12 +314,11 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     return d;
   };
   // Warm-up (stalls once): the first item and the one after it resolved, the next claimed.
+  static_assert(kStaticClaims == 3, "the warm-up below takes the three static claims");
   ItemDesc ld = resolve(fetch(group_of(gw)));
-  const int c1 = __shfl_sync(0xffffffffu, claim(), 0);
-  Pending n1 = fetch(group_of(c1));                 // item after ld: group description loading
-  const int c2 = __shfl_sync(0xffffffffu, claim(), 0);
-  Claimed ig2 = group_of(c2);                       // the one after: its group loading
-  int c3 = claim();                                 // and the next: claim in flight (lane 0)
+  Pending n1 = fetch(group_of(gw + W));             // item after ld: group description loading
+  Claimed ig2 = group_of(gw + 2 * W);               // the one after: its group loading
+  int c3 = gw + 3 * W;                              // and the next (later: a claim in flight)
   int ld_tile = 0, ld_started = 1;
   if (lane == 0) started[warp][0] = ld;
   // Key of this lane's row of tile `t` of item `d`, clamped (rows past the range hold a
@@ -375,7 +385,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         ld = resolve(n1);
         n1 = fetch(ig2);
         ig2 = group_of(__shfl_sync(0xffffffffu, c3, 0));
-        c3 = claim();
+        c3 = ig2.gi >= 0 ? claim() : total;  // past the end: so is every later claim
         // The entry reused here was last read by the consumer (all lanes) an item or more ago:
         // order those reads before lane 0's write (compute-sanitizer racecheck).
         __syncwarp();
