@@ -258,7 +258,9 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // finish early take more. Every warp's claims increase (static ones by W; dynamic ones are
   // ≥ (kStaticClaims + 1)·W, above any static one), so once one is past the last item all
   // later ones are, and a warp past the end claims nothing more.
-  auto claim = [&]() { return lane == 0 ? (kStaticClaims + 1) * W + atomicAdd(p.work + 1, 1) : 0; };  // lane 0's
+  auto claim = [&]() {  // lane 0's value
+    return lane == 0 ? (kStaticClaims + 1) * W + atomicAdd(p.work + 1, 1) : 0;
+  };
   struct Claimed {  // a claimed item (the claim id is the item id) whose group is loading
     int item, gi;    // gi = −1 past the last item
   };
