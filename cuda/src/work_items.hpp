@@ -23,9 +23,8 @@ struct GroupDesc {
 };
 
 // ---------------------------------------------------------------------------------------
-// Work items: per group the key axis is cut at multiples of C (of 2^kFineLg in the band and
-// tail of an all-hit group, below) and at s_e and em, so every item lies in exactly one of
-// sinks / band / tail. The cut depends only on (m, r, F, C) and
+// Work items: per group the key axis is cut at multiples of C and at s_e and em, so every
+// item lies in exactly one of sinks / band / tail. The cut depends only on (m, r, F, C) and
 // the group's lo, and C only on the step's kv_lens, N, Hkv and the grid; full attention and
 // ineligible MAC rows (lo = s_e) therefore get the same items and, with the same
 // arithmetic, bit-identical results.
@@ -76,21 +75,8 @@ MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk) {
   c.lg = log2_exact(c.C);
   return c;
 }
-// An eligible group whose band starts after the sinks (every head hit: a miss head's band
-// starts at the sinks' end) has a short band and tail, a few hundred keys after a K1 hit.
-// Cut at the step's C, those are one or two items of up to C keys, and a step of all-hit
-// groups then lasts as long as one warp takes to stream C keys (~28 µs at batch 1, C = 256,
-// docs/cuda.md). Such a group's band and tail are therefore cut at cells of 2^kFineLg keys
-// (or C if smaller), spread over more warps, as long as they hold at most kFineMaxKeys keys
-// (so the workspace bound below holds whatever the ring and tail sizes). Full attention and
-// ineligible rows have lo = s_e: their items, and so their bits, are those of the step's C.
-constexpr int kFineLg = 6;
-constexpr int kFineMaxKeys = 1024;
-// Items of such a band and tail: each of the two touches at most len/2^kFineLg + 2 cells.
-constexpr int kFineMaxItems = (kFineMaxKeys >> kFineLg) + 4;
-
 /*! \brief Upper bound of the items of one step: cells of ≤ C keys plus, per group, one
- *  rounded-up cell and ≤ 3 cuts, and the ≤ kFineMaxItems items of a finely cut band and tail. With the automatic size, C < kChunkMax is chosen only when
+ *  rounded-up cell and ≤ 3 cuts. With the automatic size, C < kChunkMax is chosen only when
  *  total < chunk_rounds(2C)·W·2C (fewer than 2·chunk_rounds(2C)·W cells) or, by the
  *  one-round rule, when total/C ≤ W. */
 MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps, int fixed_chunk) {
@@ -107,7 +93,7 @@ MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int wa
       cells = n > cells ? n : cells;
     }
   }
-  return cells + (int64_t{4} + kFineMaxItems) * groups;
+  return cells + int64_t{4} * groups;
 }
 
 /*! \brief Whether a step streams its keys and values with an L2 evict_first policy: when they
@@ -125,18 +111,12 @@ struct GroupCounts {
   int sink, band, tail;
   MAC_HD int total() const { return sink + band + tail; }
 };
-/*! \brief log2 of the cell size of group g's band and tail: kFineLg for an eligible group
- *  whose every head hit (see kFineLg), else the step's. */
-MAC_HD inline int band_lg(const GroupDesc& g, const Cut& c) {
-  return g.lo > g.s_e && g.end - g.lo <= kFineMaxKeys && kFineLg < c.lg ? kFineLg : c.lg;
-}
 MAC_HD inline GroupCounts group_counts(const GroupDesc& g, const Cut& c) {
   GroupCounts n{0, 0, 0};
   if (g.end <= 0) return n;
-  const int blg = band_lg(g, c);
   n.sink = n_chunks(0, g.s_e, c.lg);
-  n.band = n_chunks(g.lo, g.em, blg);
-  n.tail = n_chunks(g.em, g.end, blg);
+  n.band = n_chunks(g.lo, g.em, c.lg);
+  n.tail = n_chunks(g.em, g.end, c.lg);
   return n;
 }
 MAC_HD inline int group_item_count(const GroupDesc& g, const Cut& c) { return group_counts(g, c).total(); }
@@ -155,18 +135,18 @@ struct ItemRange {
 MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, const Cut& c) {
   const GroupCounts n = group_counts(g, c);
   const int cat = item_cat(n, k);
-  int lo, hi, j, lg = band_lg(g, c);
+  int lo, hi, j;
   if (cat == kCatSink) {
-    lo = 0; hi = g.s_e; j = k; lg = c.lg;
+    lo = 0; hi = g.s_e; j = k;
   } else if (cat == kCatBand) {
     lo = g.lo; hi = g.em; j = k - n.sink;
   } else {
     lo = g.em; hi = g.end; j = k - n.sink - n.band;
   }
-  const int cell = (lo >> lg) + j;
+  const int cell = (lo >> c.lg) + j;
   ItemRange it;
-  it.a = (cell << lg) > lo ? cell << lg : lo;
-  it.b = ((cell + 1) << lg) < hi ? (cell + 1) << lg : hi;
+  it.a = (cell << c.lg) > lo ? cell << c.lg : lo;
+  it.b = ((cell + 1) << c.lg) < hi ? (cell + 1) << c.lg : hi;
   it.cat = cat;
   return it;
 }

@@ -26,8 +26,7 @@ wi::GroupDesc make_group(int kv_len, int r, int F, int lo_offset) {
 }
 
 // Checks that the items of `g` cover sinks ∪ band ∪ tail exactly once, in key order, each
-// inside one aligned cell of C keys (of 2^kFineLg keys, at most C, in the band and tail of a
-// group whose band starts after the sinks and which holds at most kFineMaxKeys from there).
+// inside one aligned cell of C keys.
 void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
   const int n = wi::group_item_count(g, cut);
   const wi::GroupCounts parts = wi::group_counts(g, cut);
@@ -36,9 +35,7 @@ void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
   int prev_b = -1;
   for (int k = 0; k < n; ++k) {
     const wi::ItemRange it = wi::group_item(g, k, cut);
-    // The cells of this item's part: 2^kFineLg keys in the band and tail of an all-hit group.
-    const bool fine = it.cat != wi::kCatSink && g.lo > g.s_e && g.end - g.lo <= wi::kFineMaxKeys;
-    const int C = fine ? std::min(cut.C, 1 << wi::kFineLg) : cut.C;
+    const int C = cut.C;
     BOOST_TEST_REQUIRE(it.a < it.b);
     BOOST_TEST_REQUIRE(it.b - it.a <= C);
     BOOST_TEST_REQUIRE(it.a / C == (it.b - 1) / C);  // inside one aligned cell
@@ -103,21 +100,6 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
       check_tiling(g, cut_of(C));
     }
   }
-  // All-hit groups as K1 leaves them (band ≤ M = 512 keys, tail r = 256): fine cells; and
-  // one just past kFineMaxKeys, cut at C.
-  for (int C : {256, 1024, 2048})
-    for (int t = 0; t < 200; ++t) {
-      const int kv = 1300 + static_cast<int>(rng() % 130000), lo_back = 1 + static_cast<int>(rng() % 512);
-      const wi::GroupDesc g = wi::make_group(kv - 1, true, kv - 256 - lo_back, 256, 0);
-      BOOST_TEST_REQUIRE(wi::band_lg(g, cut_of(C)) == wi::kFineLg);
-      BOOST_TEST_REQUIRE(wi::group_item_count(g, cut_of(C)) >= (g.end - g.lo) / (1 << wi::kFineLg));
-      check_tiling(g, cut_of(C));
-      const wi::GroupDesc wide = wi::make_group(kv - 1, true, kv - wi::kFineMaxKeys - 1, 256, 0);
-      BOOST_TEST_REQUIRE(wi::band_lg(wide, cut_of(C)) == cut_of(C).lg);
-      check_tiling(wide, cut_of(C));
-    }
-  // Full attention and ineligible rows (lo = s_e) keep the step's cells.
-  BOOST_TEST(wi::band_lg(make_group(2000, 256, 4, 0), cut_of(1024)) == 10);
   // Edges: kv_len 1, r = 0 (empty tail), sinks covering the whole prefix, ranges on cell edges.
   for (int C : {16, 256})
     for (const auto& g : {make_group(1, 0, 0, 0), make_group(1, 5, 4, 0), make_group(C, 0, 0, 0),
