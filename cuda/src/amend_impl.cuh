@@ -163,7 +163,7 @@ template <int kThreads>
 __device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
   const int ng = p.N * p.Hkv;
   const bool writer = blockIdx.x == 0;
-  Cut cut = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
+  const Cut cut = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
     t.m[row] = ri.valid ? ri.m : -1;
     t.elig[row] = ri.eligible;
   });
@@ -184,10 +184,7 @@ __device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
       });
   if (threadIdx.x == 0) {
     t.off[ng] = total;
-    if (writer) {
-      p.group_off[ng] = total;
-      p.work[3] = cut.fine;
-    }
+    if (writer) p.group_off[ng] = total;
   }
   __syncthreads();
   return cut;

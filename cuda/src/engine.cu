@@ -288,7 +288,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   const size_t o_groups = take(sizeof(detail::GroupDesc) * N * Hkv);
   const size_t o_goff = take(sizeof(int) * (N * Hkv + 1));
   const size_t o_igrp = take(sizeof(int) * max_items);
-  const size_t o_work = take(sizeof(int) * 4);
+  const size_t o_work = take(sizeof(int) * 3);
   const size_t o_po = take(sizeof(float) * max_items * G * D);
   const size_t o_pl = take(sizeof(float) * max_items * G);
   const size_t o_err = take(sizeof(int));

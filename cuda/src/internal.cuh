@@ -130,7 +130,7 @@ struct KParams {
   GroupDesc* groups;     // [N, Hkv]
   int* group_off;        // [N·Hkv + 1] exclusive scan of item counts
   int* item_group;       // [max_items] group (row·Hkv + hk) of each item
-  int* work;             // [4]: C, dynamic item counter of the amend kernel, log2 C, Cut::fine
+  int* work;             // [3]: C, dynamic item counter of the amend kernel, log2 C
   float* part_o;         // [max_items, G, D] normalised partial outputs
   float* part_lse2;      // [max_items, G] base-2 partial LSE
   int max_items;
@@ -197,7 +197,6 @@ __device__ inline Cut load_cut(const KParams& p) {
   Cut c;
   c.C = __ldg(p.work);
   c.lg = __ldg(p.work + 2);
-  c.fine = __ldg(p.work + 3);
   return c;
 }
 

@@ -44,20 +44,15 @@ __device__ Cut schedule_rows(const KParams& p, bool writer, Keep keep) {
 }
 
 /*! \brief Groups' half: each group's ranges `group(gi)` (a GroupDesc, which the callback may
- *  also store, and which it may be asked for twice), whether the step is all-hit (cut.fine,
- *  work_items.hpp; MAC steps only), each group's item count under the cut, and the exclusive
- *  scan of the counts: group gi's first item, handed to `keep(gi, first_item)`. Block-wide;
- *  returns the step's item total to every thread and sets cut.fine alike. */
+ *  also store), its item count under `cut`, and the exclusive scan of the counts: group gi's
+ *  first item, handed to `keep(gi, first_item)`. Block-wide; returns the step's item total
+ *  to every thread. */
 template <int kThreads, class Group, class Keep>
-__device__ int schedule_groups(const KParams& p, Cut& cut, Group group, Keep keep) {
+__device__ int schedule_groups(const KParams& p, const Cut cut, Group group, Keep keep) {
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   __shared__ int carry;
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
-  int fine = p.mode == kModeMac;
-  if (fine)
-    for (int gi = tid; gi < ng; gi += kThreads) fine = fine && fine_ok(group(gi));
-  cut.fine = __syncthreads_and(fine);
   if (tid == 0) carry = 0;
   __syncthreads();
   for (int base = 0; base < ng; base += kThreads) {

@@ -26,8 +26,7 @@ wi::GroupDesc make_group(int kv_len, int r, int F, int lo_offset) {
 }
 
 // Checks that the items of `g` cover sinks ∪ band ∪ tail exactly once, in key order, each
-// inside one aligned cell of C keys (of 2^kFineLg keys, at most C, in the band and tail of a
-// qualifying group of an all-hit step, cut.fine = 1).
+// inside one aligned cell of C keys.
 void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
   const int n = wi::group_item_count(g, cut);
   const wi::GroupCounts parts = wi::group_counts(g, cut);
@@ -36,8 +35,7 @@ void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
   int prev_b = -1;
   for (int k = 0; k < n; ++k) {
     const wi::ItemRange it = wi::group_item(g, k, cut);
-    const bool fine = cut.fine && it.cat != wi::kCatSink && wi::fine_ok(g);
-    const int C = fine ? std::min(cut.C, 1 << wi::kFineLg) : cut.C;
+    const int C = cut.C;
     BOOST_TEST_REQUIRE(it.a < it.b);
     BOOST_TEST_REQUIRE(it.b - it.a <= C);
     BOOST_TEST_REQUIRE(it.a / C == (it.b - 1) / C);  // inside one aligned cell
@@ -55,7 +53,7 @@ void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
   }
 }
 
-wi::Cut cut_of(int C, int fine = 0) { return wi::Cut{C, wi::log2_exact(C), fine}; }
+wi::Cut cut_of(int C) { return wi::Cut{C, wi::log2_exact(C)}; }
 
 }  // namespace
 
@@ -100,28 +98,8 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
     for (int t = 0; t < 300; ++t) {
       const wi::GroupDesc g = make_group(len(rng), rr(rng), ff(rng), t % 3 == 0 ? 0 : off(rng));
       check_tiling(g, cut_of(C));
-      check_tiling(g, cut_of(C, 1));  // as in an all-hit step (only qualifying groups cut finer)
     }
   }
-  // All-hit groups as K1 leaves them (band ≤ M = 512 keys, tail r = 256): 64-key cells in an
-  // all-hit step, the step's C otherwise; a group just past kFineMaxKeys keeps C either way.
-  for (int C : {256, 1024, 2048})
-    for (int t = 0; t < 200; ++t) {
-      const int kv = 1300 + static_cast<int>(rng() % 130000), lo_back = 1 + static_cast<int>(rng() % 512);
-      const wi::GroupDesc g = wi::make_group(kv - 1, true, kv - 256 - lo_back, 256, 0);
-      BOOST_TEST_REQUIRE(wi::fine_ok(g));
-      BOOST_TEST_REQUIRE(wi::band_lg(g, cut_of(C, 1)) == wi::kFineLg);
-      BOOST_TEST_REQUIRE(wi::band_lg(g, cut_of(C, 0)) == cut_of(C).lg);
-      BOOST_TEST_REQUIRE(wi::group_item_count(g, cut_of(C, 1)) >= (g.end - g.lo) >> wi::kFineLg);
-      check_tiling(g, cut_of(C, 1));
-      const wi::GroupDesc wide = wi::make_group(kv - 1, true, kv - wi::kFineMaxKeys - 1, 256, 0);
-      BOOST_TEST_REQUIRE(!wi::fine_ok(wide));
-      BOOST_TEST_REQUIRE(wi::band_lg(wide, cut_of(C, 1)) == cut_of(C).lg);
-    }
-  // Full attention and ineligible rows (lo = s_e) never qualify; rows without keys do not
-  // stop a step from being all-hit.
-  BOOST_TEST(!wi::fine_ok(make_group(2000, 256, 4, 0)));
-  BOOST_TEST(wi::fine_ok(wi::make_group(-1, true, 0, 256, 0)));
   // Edges: kv_len 1, r = 0 (empty tail), sinks covering the whole prefix, ranges on cell edges.
   for (int C : {16, 256})
     for (const auto& g : {make_group(1, 0, 0, 0), make_group(1, 5, 4, 0), make_group(C, 0, 0, 0),
@@ -161,7 +139,6 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
   // Random engines (max_batch, Hkv, max_context, W) and steps within them (kv_lens, hits):
   // the items of the step never exceed the bound the engine allocated for.
   std::mt19937 rng(11);
-  int fine_steps = 0;
   for (int t = 0; t < 400; ++t) {
     const int max_batch = 1 + static_cast<int>(rng() % 64), hkv = 1 + static_cast<int>(rng() % 8);
     const int max_ctx = 1 + static_cast<int>(rng() % (t % 4 == 0 ? 131072 : 6000));
@@ -176,24 +153,15 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
       l = t % 3 == 0 ? max_ctx : 1 + static_cast<int>(rng() % max_ctx);
       total += int64_t{hkv} * l;
     }
-    wi::Cut cut = wi::step_cut(total, W, fixed);
-    // Groups with hits; in every fourth step all of them start their band after the sinks,
-    // near the end (an all-hit step), which the schedule then cuts at fine cells.
-    std::vector<wi::GroupDesc> groups;
+    const wi::Cut cut = wi::step_cut(total, W, fixed);
+    int64_t items = 0;
     for (int i = 0; i < N; ++i)
       for (int h = 0; h < hkv; ++h) {
-        int lo_off = (i + h) % 2 ? static_cast<int>(rng() % (lens[i] + 1)) : 0;
-        if (t % 4 == 1) lo_off = std::max(1, lens[i] - static_cast<int>(rng() % 1000));
-        groups.push_back(make_group(lens[i], r, F, lo_off));
+        const int lo_off = (i + h) % 2 ? static_cast<int>(rng() % (lens[i] + 1)) : 0;
+        items += wi::group_item_count(make_group(lens[i], r, F, lo_off), cut);
       }
-    cut.fine = std::all_of(groups.begin(), groups.end(), [](const wi::GroupDesc& g) { return wi::fine_ok(g); });
-    fine_steps += cut.fine;
-    int64_t items = 0;
-    for (const wi::GroupDesc& g : groups) items += wi::group_item_count(g, cut);
     BOOST_TEST_REQUIRE(items <= bound, "engine " << max_batch << "x" << hkv << "x" << max_ctx << " W " << W
                                                  << " chunk " << cut.C << ": " << items
                                                  << " items > bound " << bound);
   }
-  BOOST_TEST_MESSAGE("fine steps: " << fine_steps);
-  BOOST_TEST(fine_steps >= 40);  // the all-hit steps above were cut finely
 }
