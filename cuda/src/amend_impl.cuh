@@ -6,9 +6,9 @@
 // The step's schedule (items, their groups and ranges) is computed by every block into
 // shared memory first (self_schedule), or read from what the schedule kernel wrote.
 //
-// Layers (CUTLASS-style): a persistent grid of independent warps; each warp takes a first
-// item block-major over the SMs, then claims items from a counter, and walks them as one
-// continuous stream of 16-key tiles; K and V tiles stream
+// Layers (CUTLASS-style): a persistent grid of independent warps; each warp takes its first
+// four items statically (block-major over the SMs, then W apart), then claims items from a
+// counter, and walks them as one continuous stream of 16-key tiles; K and V tiles stream
 // through a per-warp cp.async ring of kStages shared-memory stages (16-byte copies, XOR
 // swizzled rows so ldmatrix is conflict-free); S = Q·Kᵀ and O += P·V run on mma.sync
 // m16n8k16 (bf16 in, fp32 accumulate) with the G query heads as the 16 MMA rows (rows ≥ G
@@ -250,11 +250,12 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // ---- loader: walks the same (item, tile) sequence as the consumer, S−1 tiles ahead ----
   // No dependent lookup may stall the warp on the way: under a saturated L2 each costs
   // microseconds. Item descriptions therefore flow through a three-stage pipeline, one
-  // stage per item: claim (atomic, lane 0) → item_group[] → groups[]/group_off[]/row_pt[] → range;
+  // stage per item: claim (atomic, lane 0; static in the warm-up) → item_group[] →
+  // groups[]/group_off[]/row_pt[] → range;
   // and each tile's page id is loaded one tile before its copies are issued.
-  // The warm-up's claims are static: all W warps claiming three items from one counter as the
-  // step starts queued on that atomic, before any warp's first tile (measured: 2–6 % of a
-  // batch-1 step, tuning page §14). Items after those are claimed dynamically, so warps that
+  // The warm-up's claims are static: W warps each claiming three items from one counter as
+  // the step starts would queue on that atomic before any warp's first tile (measured: 2–7 %
+  // of a batch-1 step, tuning page §14). Items after those are claimed dynamically, so warps that
   // finish early take more. Every warp's claims increase (static ones by W; dynamic ones are
   // ≥ (kStaticClaims + 1)·W, above any static one), so once one is past the last item all
   // later ones are, and a warp past the end claims nothing more.
@@ -315,7 +316,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     d.ntiles = (r.b - r.a + 15) / 16;
     return d;
   };
-  // Warm-up (stalls once): the first item and the one after it resolved, the next claimed.
+  // Warm-up (stalls once): the first item resolved, the second's group description and the
+  // third's group loading, the fourth known; all four static (kStaticClaims).
   static_assert(kStaticClaims == 3, "the warm-up below takes the three static claims");
   ItemDesc ld = resolve(fetch(group_of(gw)));
   Pending n1 = fetch(group_of(gw + W));             // item after ld: group description loading
