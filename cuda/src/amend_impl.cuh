@@ -161,9 +161,12 @@ struct SelfTables {
  *  plans after. Block-wide. */
 template <int kThreads>
 __device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
+  // The cut is returned through shared memory: held as the vote's select in registers, it
+  // makes the D = 256 kernel spill 20 bytes more.
+  __shared__ Cut s_cut;
   const int ng = p.N * p.Hkv;
   const bool writer = blockIdx.x == 0;
-  const Cut cut = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
+  Cut cut = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
     t.m[row] = ri.valid ? ri.m : -1;
     t.elig[row] = ri.eligible;
   });
@@ -184,10 +187,14 @@ __device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
       });
   if (threadIdx.x == 0) {
     t.off[ng] = total;
-    if (writer) p.group_off[ng] = total;
+    s_cut = cut;
+    if (writer) {
+      p.group_off[ng] = total;
+      store_cut(p, cut);
+    }
   }
   __syncthreads();
-  return cut;
+  return s_cut;
 }
 
 /*! \brief Items a warp takes statically after its first (gw + W, gw + 2W, gw + 3W: the

@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   constexpr int kThreads = 1024;
   wait_prior_grid_then_release_next();  // in a MAC step, K1's plans are read below
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
-  const Cut cut = schedule_rows<kThreads>(p, true, [](int, const RowInfo&) {});
+  Cut cut = schedule_rows<kThreads>(p, true, [](int, const RowInfo&) {});
   // The row tables are read again per group (L1 hits after the rows' half).
   const int total = schedule_groups<kThreads>(
       p, cut,
@@ -202,7 +202,10 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
         return g;
       },
       [&](int gi, int first) { p.group_off[gi] = first; });
-  if (tid == 0) p.group_off[ng] = total;
+  if (tid == 0) {
+    p.group_off[ng] = total;
+    store_cut(p, cut);
+  }
   __syncthreads();  // group_off complete and visible to the block
   // Item → group table, one warp per group, coalesced.
   const int lane = tid & 31;

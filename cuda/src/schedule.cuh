@@ -13,8 +13,9 @@ namespace mac::cuda::detail {
 
 /*! \brief Rows' half: every row's RowInfo, handed to `keep(row, ri)`, and the step's cut from
  *  their keys (Σ Hkv·kv_len over valid rows: the step's full-attention work). `writer`: this
- *  block also stores the rows and the cut (work[0], work[2]) where the combine reads them
- *  and raises the error flags of invalid rows. Block-wide; returns the cut to every thread. */
+ *  block also stores the rows where the combine reads them and raises the error flags of
+ *  invalid rows (the cut is stored after the groups' half, which may change it: store_cut).
+ *  Block-wide; returns the cut to every thread. */
 template <int kThreads, class Keep>
 __device__ Cut schedule_rows(const KParams& p, bool writer, Keep keep) {
   using Sum = cub::BlockReduce<long long, kThreads>;
@@ -34,31 +35,34 @@ __device__ Cut schedule_rows(const KParams& p, bool writer, Keep keep) {
   keys = Sum(tmp).Sum(keys);
   if (tid == 0) {
     s_cut = step_cut(keys, p.warps_total, p.chunk);
-    if (writer) {
-      p.work[0] = s_cut.C;
-      p.work[2] = s_cut.lg;
-    }
   }
   __syncthreads();
   return s_cut;
 }
 
 /*! \brief Groups' half: each group's ranges `group(gi)` (a GroupDesc, which the callback may
- *  also store), its item count under `cut`, and the exclusive scan of the counts: group gi's
- *  first item, handed to `keep(gi, first_item)`. Block-wide; returns the step's item total
- *  to every thread. */
+ *  also store; asked for once per group), its item count under `cut`, and the exclusive scan
+ *  of the counts: group gi's first item, handed to `keep(gi, first_item)`. A MAC step of at
+ *  most kFineMaxGroups groups, all of them all-hit (fine_ok), takes the items of fine_cut
+ *  unless the config fixes the item size: the vote is taken in the same pass, before the
+ *  counts. Block-wide; returns the step's item total to every thread and sets `cut` to the
+ *  step's cut. */
 template <int kThreads, class Group, class Keep>
-__device__ int schedule_groups(const KParams& p, const Cut cut, Group group, Keep keep) {
+__device__ int schedule_groups(const KParams& p, Cut& cut, Group group, Keep keep) {
+  static_assert(kFineMaxGroups <= kThreads, "a fine step's groups fit one pass");
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   __shared__ int carry;
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
+  const bool may_fine = p.mode == kModeMac && p.chunk == 0 && ng <= kFineMaxGroups;  // one pass
   if (tid == 0) carry = 0;
   __syncthreads();
   for (int base = 0; base < ng; base += kThreads) {
     const int gi = base + tid;
-    int cnt = 0;
-    if (gi < ng) cnt = group_item_count(group(gi), cut);
+    GroupDesc g{0, 0, 0, 0};
+    if (gi < ng) g = group(gi);
+    if (may_fine && __syncthreads_and(fine_ok(g))) cut = fine_cut(cut);
+    const int cnt = gi < ng ? group_item_count(g, cut) : 0;
     int excl, agg;
     Scan(tmp).ExclusiveSum(cnt, excl, agg);
     if (gi < ng) keep(gi, carry + excl);
@@ -67,6 +71,13 @@ __device__ int schedule_groups(const KParams& p, const Cut cut, Group group, Kee
     __syncthreads();
   }
   return carry;
+}
+
+/*! \brief The step's cut where the combine (and the amend kernel after the schedule kernel)
+ *  reads it: load_cut. One thread of the writing block, after schedule_groups. */
+__device__ inline void store_cut(const KParams& p, const Cut& cut) {
+  p.work[0] = cut.C;
+  p.work[2] = cut.lg;
 }
 
 }  // namespace mac::cuda::detail

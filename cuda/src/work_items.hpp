@@ -25,9 +25,10 @@ struct GroupDesc {
 // ---------------------------------------------------------------------------------------
 // Work items: per group the key axis is cut at multiples of C and at s_e and em, so every
 // item lies in exactly one of sinks / band / tail. The cut depends only on (m, r, F, C) and
-// the group's lo, and C only on the step's kv_lens, N, Hkv and the grid; full attention and
-// ineligible MAC rows (lo = s_e) therefore get the same items and, with the same
-// arithmetic, bit-identical results.
+// the group's lo, and C only on the step's kv_lens, N, Hkv and the grid (and, for an all-hit
+// MAC step, on its being one: fine_cut below); full attention and ineligible MAC rows
+// (lo = s_e) therefore get the same items and, with the same arithmetic, bit-identical
+// results.
 // ---------------------------------------------------------------------------------------
 
 /*! \brief Cells of 2^lg keys that [a, b) touches (item sizes are powers of two: shifts, no
@@ -75,10 +76,41 @@ MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk) {
   c.lg = log2_exact(c.C);
   return c;
 }
+// An all-hit MAC step reads a few hundred keys per group (band ≤ M, tail r, sinks F). Cut at
+// the step's C, chosen from the groups' full lengths, a group's band and tail are one or two
+// items of up to C keys, and the step lasts as long as one warp takes to stream C keys
+// (~28 µs at batch 1 with C = 256, whatever the context). Such a step takes items of
+// kFineC keys instead, so more warps share each group. The schedule's groups half decides,
+// by a vote in the pass that counts the groups' items (schedule.cuh), so only steps of at
+// most kFineMaxGroups groups (one pass of either scheduler's block) can take it, and only
+// when the config leaves the item size open. Two other ways were measured and reverted
+// (docs/bench/tuning_h200.md §14): cutting the all-hit groups of mixed steps finer too made
+// hit-0.95 steps up to 14 % slower (their small items sit among the miss groups' long ones),
+// and a separate pass to decide cost every other MAC step up to 5 %.
+//
+// A group qualifies (fine_ok) if it has no keys, or its band starts after its sinks (no head
+// missed: a miss head's band starts at the sinks' end) and it reads at most kFineMaxKeys keys,
+// which bounds its items (kFineMaxItems) whatever M, r and F are. Full attention and
+// ineligible rows (lo = s_e) never qualify, so a step with one keeps its C, and their items
+// and bits.
+constexpr int kFineLg = 6, kFineC = 1 << kFineLg;
+constexpr int kFineMaxKeys = 1024;
+constexpr int kFineMaxGroups = 128;
+// Items of a qualifying group at kFineC: each of its three ranges touches ≤ len/kFineC + 2 cells.
+constexpr int kFineMaxItems = kFineMaxKeys / kFineC + 6;
+
+/*! \brief Whether group g lets an all-hit step take kFineC-key items (see above). */
+MAC_HD inline bool fine_ok(const GroupDesc& g) {
+  return g.end <= 0 || (g.lo > g.s_e && g.s_e + (g.end - g.lo) <= kFineMaxKeys);
+}
+/*! \brief The cut of an all-hit step: kFineC-key items (C's, if smaller). */
+MAC_HD inline Cut fine_cut(const Cut& c) { return c.C > kFineC ? Cut{kFineC, kFineLg} : c; }
+
 /*! \brief Upper bound of the items of one step: cells of ≤ C keys plus, per group, one
  *  rounded-up cell and ≤ 3 cuts. With the automatic size, C < kChunkMax is chosen only when
  *  total < chunk_rounds(2C)·W·2C (fewer than 2·chunk_rounds(2C)·W cells) or, by the
- *  one-round rule, when total/C ≤ W. */
+ *  one-round rule, when total/C ≤ W; and an all-hit step of ≤ kFineMaxGroups groups has at
+ *  most kFineMaxItems items per group. */
 MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps, int fixed_chunk) {
   int64_t cells = 0;
   if (fixed_chunk > 0) {
@@ -93,7 +125,10 @@ MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int wa
       cells = n > cells ? n : cells;
     }
   }
-  return cells + int64_t{4} * groups;
+  const int64_t base = cells + int64_t{4} * groups;
+  if (fixed_chunk > 0) return base;
+  const int64_t fine = int64_t{kFineMaxItems} * (groups < kFineMaxGroups ? groups : kFineMaxGroups);
+  return base > fine ? base : fine;
 }
 
 /*! \brief Whether a step streams its keys and values with an L2 evict_first policy: when they

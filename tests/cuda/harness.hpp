@@ -53,6 +53,8 @@ struct Stats {
   double max_rel_l2 = 0, max_abs = 0, max_lse = 0;
   double max_entry_rel_l2 = 0, max_entry_lse = 0;
   long decision_mismatch = 0, heads = 0, hits = 0, bit_mismatch = 0, bit_checked = 0, entries = 0;
+  long all_hit_steps = 0;  //!< steps in which the reference hit on every head of every row
+  long item_size_mismatch = 0;  //!< steps whose item size was (not) the all-hit one wrongly
 };
 
 class Harness {
@@ -274,6 +276,7 @@ class Harness {
     MAC_CHECK(copy_to_host(rl.data(), b_.ring_lse.data(), rq * 4));
     MAC_CHECK(device_synchronize());
 
+    bool all_hit = true;
     for (int i = 0; i < N_; ++i) {
       const int m = pos_[i];
       const auto res = steppers_[i]->step(m, ready_host_[i] != 0);
@@ -282,6 +285,7 @@ class Harness {
         const auto& hs = res.heads[h];
         ++st.heads;
         st.hits += hs.hit;
+        all_hit = all_hit && hs.hit;
         if ((hit[oh] != 0) != hs.hit || (hs.hit && mpos[oh] != hs.match_pos)) {
           ++st.decision_mismatch;
           std::printf("[FAIL] decision row %d pos %d head %d: gpu hit %d p %lld d2 %.9g | ref hit %d p %lld d2 %.9g\n", i,
@@ -336,7 +340,11 @@ class Harness {
       }
       ++pos_[i];
     }
+    st.all_hit_steps += all_hit;
+    last_all_hit_ = all_hit;
   }
+  /*! \brief Whether the reference hit on every head of every row in the last checked step. */
+  bool last_all_hit() const { return last_all_hit_; }
 
   Engine& engine() { return *engine_; }
   Engine& full_engine() { return *engine_full_; }
@@ -372,6 +380,7 @@ class Harness {
   std::vector<ref::LayerData> layers_;
   std::vector<int32_t> page_table_, slots_;
   std::vector<int> ready_host_, pos_;
+  bool last_all_hit_ = false;
   std::vector<uint16_t> kv_host_k_, kv_host_v_;
   StepBuffers b_;                       // the step's arrays (MAC engine's outputs)
   DeviceBuffer out_full_, lse_full_;  // the full-attention engine's outputs
@@ -381,12 +390,15 @@ class Harness {
 
 inline void report(const char* what, const CaseSpec& c, const Stats& s) {
   const bool ok = s.decision_mismatch == 0 && s.max_rel_l2 <= 1e-2 && s.bit_mismatch == 0 &&
-                  s.max_entry_rel_l2 <= 1e-2 && s.max_lse <= 1e-3 && s.max_entry_lse <= 1e-3;
+                  s.max_entry_rel_l2 <= 1e-2 && s.max_lse <= 1e-3 && s.max_entry_lse <= 1e-3 &&
+                  s.item_size_mismatch == 0;
   std::printf(
       "%s %s | %s: heads %ld hits %ld decision mismatches %ld | out rel-L2 max %.3e, max |err| %.3e, lse max "
-      "|err| %.3e | entries %ld rel-L2 max %.3e lse max |err| %.3e | ineligible bit-identical %ld/%ld\n",
+      "|err| %.3e | entries %ld rel-L2 max %.3e lse max |err| %.3e | ineligible bit-identical %ld/%ld | all-hit "
+      "steps %ld, item-size mismatches %ld\n",
       ok ? "[OK]" : "[FAIL]", what, c.name().c_str(), s.heads, s.hits, s.decision_mismatch, s.max_rel_l2, s.max_abs,
-      s.max_lse, s.entries, s.max_entry_rel_l2, s.max_entry_lse, s.bit_checked - s.bit_mismatch, s.bit_checked);
+      s.max_lse, s.entries, s.max_entry_rel_l2, s.max_entry_lse, s.bit_checked - s.bit_mismatch, s.bit_checked,
+      s.all_hit_steps, s.item_size_mismatch);
   std::fflush(stdout);
 }
 

@@ -19,6 +19,22 @@ void check_stats(const Stats& s) {
   BOOST_TEST(s.max_entry_rel_l2 <= 1e-2);
   BOOST_TEST(s.max_entry_lse <= 1e-3);
   BOOST_TEST(s.bit_mismatch == 0);
+  BOOST_TEST(s.item_size_mismatch == 0);
+}
+
+// The step's item size (Engine::last_chunk) against the reference's decisions: with the size
+// left open, a step of at most 128 groups (N·Hkv) in which every head hit takes 64-key items
+// (work_items.hpp, fine_cut: the cases' rings, tails and sinks are far below its 1024-key
+// limit) and any other step a size of 256 or more; a fixed size is kept by every step.
+void check_item_size(Harness& hx, const CaseSpec& c, void* stream, Stats& st) {
+  int chunk = 0;
+  MAC_CHECK(hx.engine().last_chunk(&chunk, stream));
+  const bool fine = c.chunk == 0 && hx.last_all_hit() && hx.batch() * c.Hkv <= 128;
+  if (c.chunk > 0 ? chunk != c.chunk : (chunk == 64) != fine) {
+    ++st.item_size_mismatch;
+    std::printf("[FAIL] item size %d in a step with all-hit %d, %d groups\n", chunk, hx.last_all_hit() ? 1 : 0,
+                hx.batch() * c.Hkv);
+  }
 }
 
 Stats run_steps(const CaseSpec& c, bool graph) {
@@ -41,6 +57,7 @@ Stats run_steps(const CaseSpec& c, bool graph) {
     }
     MAC_CHECK(stream_synchronize(stream));
     hx.check_step(st);
+    check_item_size(hx, c, stream, st);
   }
   int flags = -1;
   MAC_CHECK(hx.engine().read_error_flags(&flags, true, stream));
@@ -184,6 +201,26 @@ BOOST_AUTO_TEST_CASE(graph_chain_64_steps) {
     check_stats(s);
     BOOST_TEST(s.hits > 0);
     BOOST_TEST(s.bit_checked > 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(all_hit_steps) {
+  // Every query repeats an earlier one (lags 1..M, noise 0.25): most steps hit on every head,
+  // and those take 64-key items (check_item_size), at every head dim, with both schedulers,
+  // sinks, and from a captured graph.
+  for (int variant = 0; variant < 4; ++variant) {
+    CaseSpec c;
+    c.repeat_prob = 1.0;
+    c.F = 4;
+    c.steps = 10;
+    c.D = variant == 2 ? 256 : variant == 3 ? 64 : 128;
+    c.page_size = variant == 3 ? 1 : 16;
+    c.schedule = variant == 1 ? ScheduleMode::kKernel : ScheduleMode::kAuto;
+    c.seed = 700 + variant;
+    const Stats s = run_steps(c, variant == 0);
+    report("all-hit steps", c, s);
+    check_stats(s);
+    BOOST_TEST(s.all_hit_steps >= 3);
   }
 }
 

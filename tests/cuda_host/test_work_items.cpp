@@ -53,7 +53,8 @@ void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
   }
 }
 
-wi::Cut cut_of(int C) { return wi::Cut{C, wi::log2_exact(C)}; }
+wi::Cut cut_of(int C) { return wi::step_cut(0, 1, C); }
+wi::Cut fine_cut_of(int C) { return wi::fine_cut(cut_of(C)); }
 
 }  // namespace
 
@@ -70,7 +71,7 @@ BOOST_AUTO_TEST_CASE(group_ranges_follow_the_design) {
   const wi::GroupDesc young = wi::make_group(10, false, 0, 32, 4);  // E(m) = 0: no prefix, no sinks
   BOOST_TEST((young.em == 0 && young.s_e == 0 && young.end == 11));
   const wi::GroupDesc invalid = wi::make_group(-1, true, 0, 32, 4);  // an invalid row has no keys
-  BOOST_TEST((invalid.end == 0 && wi::group_item_count(invalid, wi::Cut{256, 8}) == 0));
+  BOOST_TEST((invalid.end == 0 && wi::group_item_count(invalid, cut_of(256)) == 0));
 }
 
 BOOST_AUTO_TEST_CASE(item_group_search_finds_every_item) {
@@ -100,12 +101,41 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
       check_tiling(g, cut_of(C));
     }
   }
+  // An all-hit step's cut: kFineC-key items, or the config's smaller fixed size.
+  BOOST_TEST((fine_cut_of(1024).C == wi::kFineC && fine_cut_of(1024).lg == wi::kFineLg));
+  BOOST_TEST((fine_cut_of(16).C == 16 && fine_cut_of(16).lg == 4));
+  // All-hit groups as K1 leaves them (band ≤ M = 512 keys, tail r = 256, F = 4 sinks)
+  // qualify, and fall into at most kFineMaxItems items of kFineC keys; a group just past
+  // kFineMaxKeys keys does not qualify.
+  for (int t = 0; t < 200; ++t) {
+    const int kv = 1300 + static_cast<int>(rng() % 130000), lo_back = 1 + static_cast<int>(rng() % 512);
+    const wi::GroupDesc g = wi::make_group(kv - 1, true, kv - 256 - lo_back, 256, 4);
+    BOOST_TEST_REQUIRE(wi::fine_ok(g));
+    const int n = wi::group_item_count(g, fine_cut_of(256));
+    BOOST_TEST_REQUIRE((n >= (g.end - g.lo) / wi::kFineC && n <= wi::kFineMaxItems));
+    check_tiling(g, fine_cut_of(256));
+    BOOST_TEST_REQUIRE(!wi::fine_ok(wi::make_group(kv - 1, true, kv - wi::kFineMaxKeys + 3, 256, 4)));
+  }
+  // The worst qualifying group (kFineMaxKeys keys in three ranges, each off the cells' edges)
+  // still fits kFineMaxItems.
+  {
+    // 63 sinks, band [65, 960), tail [960, 1026): 63 + 895 + 66 = 1024 keys.
+    const wi::GroupDesc g = wi::make_group(1025, true, 65, 66, 63);
+    BOOST_TEST_REQUIRE((g.s_e == 63 && g.lo == 65 && g.em == 960 && g.end == 1026));
+    BOOST_TEST_REQUIRE(wi::fine_ok(g));
+    BOOST_TEST(wi::group_item_count(g, fine_cut_of(2048)) <= wi::kFineMaxItems);
+  }
+  // Full attention and ineligible rows (lo = s_e) never qualify, nor a group with a miss head
+  // (band from the sinks' end); rows without keys do not stop a step from being all-hit.
+  BOOST_TEST(!wi::fine_ok(make_group(2000, 256, 4, 0)));
+  BOOST_TEST(!wi::fine_ok(make_group(900, 256, 0, 0)));
+  BOOST_TEST(wi::fine_ok(wi::make_group(-1, true, 0, 256, 0)));
   // Edges: kv_len 1, r = 0 (empty tail), sinks covering the whole prefix, ranges on cell edges.
   for (int C : {16, 256})
     for (const auto& g : {make_group(1, 0, 0, 0), make_group(1, 5, 4, 0), make_group(C, 0, 0, 0),
                           make_group(C + 1, 1, C, 0), make_group(3 * C, C, 1, C - 1), make_group(40, 8, 100, 0),
                           make_group(5 * C + 7, 0, 0, C + 3)})
-      check_tiling(g, cut_of(C));
+      for (const wi::Cut& cut : {cut_of(C), fine_cut_of(C)}) check_tiling(g, cut);
 }
 
 BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
@@ -137,8 +167,10 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
 
 BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
   // Random engines (max_batch, Hkv, max_context, W) and steps within them (kv_lens, hits):
-  // the items of the step never exceed the bound the engine allocated for.
+  // the items of the step never exceed the bound the engine allocated for, all-hit steps
+  // (fine cells, as the schedule decides them) included.
   std::mt19937 rng(11);
+  int fine_steps = 0;
   for (int t = 0; t < 400; ++t) {
     const int max_batch = 1 + static_cast<int>(rng() % 64), hkv = 1 + static_cast<int>(rng() % 8);
     const int max_ctx = 1 + static_cast<int>(rng() % (t % 4 == 0 ? 131072 : 6000));
@@ -153,15 +185,29 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
       l = t % 3 == 0 ? max_ctx : 1 + static_cast<int>(rng() % max_ctx);
       total += int64_t{hkv} * l;
     }
-    const wi::Cut cut = wi::step_cut(total, W, fixed);
-    int64_t items = 0;
+    wi::Cut cut = wi::step_cut(total, W, fixed);
+    // Groups with hits; in every other step all of them start their band after the sinks,
+    // near the end (all-hit).
+    std::vector<wi::GroupDesc> groups;
     for (int i = 0; i < N; ++i)
       for (int h = 0; h < hkv; ++h) {
-        const int lo_off = (i + h) % 2 ? static_cast<int>(rng() % (lens[i] + 1)) : 0;
-        items += wi::group_item_count(make_group(lens[i], r, F, lo_off), cut);
+        int lo_off = (i + h) % 2 ? static_cast<int>(rng() % (lens[i] + 1)) : 0;
+        if (t % 2 == 1) lo_off = std::max(1, lens[i] - static_cast<int>(rng() % 1000));
+        groups.push_back(make_group(lens[i], r, F, lo_off));
       }
+    // The schedule's vote (schedule.cuh): steps of ≤ kFineMaxGroups groups, every one
+    // all-hit, with the item size left open.
+    if (fixed == 0 && static_cast<int>(groups.size()) <= wi::kFineMaxGroups &&
+        std::all_of(groups.begin(), groups.end(), [](const wi::GroupDesc& g) { return wi::fine_ok(g); })) {
+      fine_steps += cut.C > wi::kFineC;
+      cut = wi::fine_cut(cut);
+    }
+    int64_t items = 0;
+    for (const wi::GroupDesc& g : groups) items += wi::group_item_count(g, cut);
     BOOST_TEST_REQUIRE(items <= bound, "engine " << max_batch << "x" << hkv << "x" << max_ctx << " W " << W
                                                  << " chunk " << cut.C << ": " << items
                                                  << " items > bound " << bound);
   }
+  BOOST_TEST_MESSAGE("all-hit steps cut finely: " << fine_steps);
+  BOOST_TEST(fine_steps >= 40);
 }
