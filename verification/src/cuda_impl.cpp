@@ -86,21 +86,26 @@ class CudaImpl final : public Implementation {
     sh.ring = M_;
     sh.num_slots = R_;
     VCK(b_.allocate(sh));
-    VCK(copy_to_device(b_.k_cache.data(), hk.data(), kv_elems * 2));
-    VCK(copy_to_device(b_.v_cache.data(), hv.data(), kv_elems * 2));
-    VCK(copy_to_device(b_.page_table.data(), page_table_.data(), page_table_.size() * 4));
+    // Every upload and every kernel of the case runs on stream_, in order. The legacy default
+    // stream does not order against it (stream_ is non-blocking): a kernel on stream_ may start
+    // before a copy issued there has landed. Before this, with eight processes per GPU, two
+    // cases (365, 840) failed once at their first step and passed when run again alone.
+    if (!stream_) VCK(stream_create(&stream_));
+    VCK(copy_to_device(b_.k_cache.data(), hk.data(), kv_elems * 2, stream_));
+    VCK(copy_to_device(b_.v_cache.data(), hv.data(), kv_elems * 2, stream_));
+    VCK(copy_to_device(b_.page_table.data(), page_table_.data(), page_table_.size() * 4, stream_));
     const size_t qn = static_cast<size_t>(N_) * Hq_ * D_, nh = static_cast<size_t>(N_) * Hq_;
     VCK(out_full_.allocate(qn * 2));
     VCK(lse_full_.allocate(nh * 4));
     const size_t rq = static_cast<size_t>(R_) * M_ * Hq_;
     std::vector<float> ninf(rq, -std::numeric_limits<float>::infinity());
-    VCK(copy_to_device(b_.ring_lse.data(), ninf.data(), rq * 4));
-    VCK(device_memset(b_.ring_q_pre.data(), 0, rq * D_ * 2));
-    VCK(device_memset(b_.ring_o.data(), 0, rq * D_ * 2));
+    VCK(copy_to_device(b_.ring_lse.data(), ninf.data(), rq * 4, stream_));
+    VCK(device_memset(b_.ring_q_pre.data(), 0, rq * D_ * 2, stream_));
+    VCK(device_memset(b_.ring_o.data(), 0, rq * D_ * 2, stream_));
     // Request slots: reversed order, slot 0 unused (rows never map to their own index).
     slots_.resize(static_cast<size_t>(N_));
     for (int i = 0; i < N_; ++i) slots_[static_cast<size_t>(i)] = N_ - i;
-    VCK(copy_to_device(b_.slot.data(), slots_.data(), static_cast<size_t>(N_) * 4));
+    VCK(copy_to_device(b_.slot.data(), slots_.data(), static_cast<size_t>(N_) * 4, stream_));
     std::vector<int32_t> rd(static_cast<size_t>(R_), 1), ea(static_cast<size_t>(R_), 7), eb(static_cast<size_t>(R_), 7);
     int not_ready = 0;
     for (int i = 0; i < N_; ++i)
@@ -109,9 +114,10 @@ class CudaImpl final : public Implementation {
         if (not_ready++ % 2 == 0) rd[static_cast<size_t>(slots_[static_cast<size_t>(i)])] = 0;
         else eb[static_cast<size_t>(slots_[static_cast<size_t>(i)])] = 8;
       }
-    VCK(copy_to_device(b_.ready.data(), rd.data(), static_cast<size_t>(R_) * 4));
-    VCK(copy_to_device(b_.epoch_a.data(), ea.data(), static_cast<size_t>(R_) * 4));
-    VCK(copy_to_device(b_.epoch_b.data(), eb.data(), static_cast<size_t>(R_) * 4));
+    VCK(copy_to_device(b_.ready.data(), rd.data(), static_cast<size_t>(R_) * 4, stream_));
+    VCK(copy_to_device(b_.epoch_a.data(), ea.data(), static_cast<size_t>(R_) * 4, stream_));
+    VCK(copy_to_device(b_.epoch_b.data(), eb.data(), static_cast<size_t>(R_) * 4, stream_));
+    VCK(stream_synchronize(stream_));
 
     EngineConfig ec;
     ec.max_batch = N_;
@@ -126,7 +132,6 @@ class CudaImpl final : public Implementation {
     engine_full_.reset();
     VCK(Engine::create(ec, &engine_));
     VCK(Engine::create(ec, &engine_full_));
-    if (!stream_) VCK(stream_create(&stream_));
     captured_ = false;
 
     // Prefill entries of the last M prompt positions, one request at a time.
@@ -145,8 +150,8 @@ class CudaImpl final : public Implementation {
       DeviceBuffer dq, dp;
       VCK(dq.allocate(qpre.size() * 2));
       VCK(dp.allocate(qpost.size() * 2));
-      VCK(copy_to_device(dq.data(), qpre.data(), qpre.size() * 2));
-      VCK(copy_to_device(dp.data(), qpost.data(), qpost.size() * 2));
+      VCK(copy_to_device(dq.data(), qpre.data(), qpre.size() * 2, stream_));
+      VCK(copy_to_device(dp.data(), qpost.data(), qpost.size() * 2, stream_));
       PrefillParams pp;
       pp.kv = params();
       pp.kv.page_table = b_.page_table.as<int32_t>() + static_cast<size_t>(i) * max_pages_;
