@@ -78,7 +78,7 @@ MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk) {
 }
 // An all-hit MAC step reads a few hundred keys per group (band ≤ M, tail r, sinks F). Cut at
 // the step's C, chosen from the groups' full lengths, a group's band and tail are one or two
-// items of up to C keys, and the step lasts as long as one warp takes to stream C keys
+// items of up to C keys, and the step lasted as long as one warp takes to stream C keys
 // (~28 µs at batch 1 with C = 256, whatever the context). Such a step takes items of
 // kFineC keys instead, so more warps share each group. The schedule's groups half decides,
 // by a vote in the pass that counts the groups' items (schedule.cuh), so only steps of at

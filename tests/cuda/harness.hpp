@@ -54,7 +54,7 @@ struct Stats {
   double max_entry_rel_l2 = 0, max_entry_lse = 0;
   long decision_mismatch = 0, heads = 0, hits = 0, bit_mismatch = 0, bit_checked = 0, entries = 0;
   long all_hit_steps = 0;  //!< steps in which the reference hit on every head of every row
-  long item_size_mismatch = 0;  //!< steps whose item size was (not) the all-hit one wrongly
+  long item_size_mismatch = 0;  //!< steps whose item size contradicts the reference's decisions
 };
 
 class Harness {
