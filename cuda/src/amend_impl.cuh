@@ -155,15 +155,12 @@ struct SelfTables {
 /*! \brief The step's schedule, computed by every block of the amend kernel into its own shared
  *  memory, so a step needs no schedule kernel and no item waits on a global lookup: the halves
  *  of the schedule kernel (schedule.cuh), hence the same items and bits. Block 0 also writes
- *  what the combine reads (rows, groups, group_off, the cut in work[0], work[2]) and the error
+ *  what the combine reads (rows, groups, group_off, the cut: store_cut) and the error
  *  flags. The rows' inputs are step inputs, complete before the step's first kernel started,
  *  so they are read before waiting for the kernel before this one (K1 in a MAC step); K1's
  *  plans after. Block-wide. */
 template <int kThreads>
 __device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
-  // The cut is returned through shared memory: held as the vote's select in registers, it
-  // makes the D = 256 kernel spill 20 bytes more.
-  __shared__ Cut s_cut;
   const int ng = p.N * p.Hkv;
   const bool writer = blockIdx.x == 0;
   Cut cut = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
@@ -187,14 +184,13 @@ __device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
       });
   if (threadIdx.x == 0) {
     t.off[ng] = total;
-    s_cut = cut;
     if (writer) {
       p.group_off[ng] = total;
       store_cut(p, cut);
     }
   }
   __syncthreads();
-  return s_cut;
+  return cut;
 }
 
 /*! \brief Items a warp takes statically after its first (gw + W, gw + 2W, gw + 3W: the

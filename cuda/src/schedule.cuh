@@ -33,9 +33,7 @@ __device__ Cut schedule_rows(const KParams& p, bool writer, Keep keep) {
     }
   }
   keys = Sum(tmp).Sum(keys);
-  if (tid == 0) {
-    s_cut = step_cut(keys, p.warps_total, p.chunk);
-  }
+  if (tid == 0) s_cut = step_cut(keys, p.warps_total, p.chunk);
   __syncthreads();
   return s_cut;
 }
@@ -46,16 +44,21 @@ __device__ Cut schedule_rows(const KParams& p, bool writer, Keep keep) {
  *  most kFineMaxGroups groups, all of them all-hit (fine_ok), takes the items of fine_cut
  *  unless the config fixes the item size: the vote is taken in the same pass, before the
  *  counts. Block-wide; returns the step's item total to every thread and sets `cut` to the
- *  step's cut. */
+ *  step's cut, read back from shared memory (held in registers as the vote's select, it made
+ *  the D = 256 amend kernel spill 40 bytes instead of 20). */
 template <int kThreads, class Group, class Keep>
 __device__ int schedule_groups(const KParams& p, Cut& cut, Group group, Keep keep) {
   static_assert(kFineMaxGroups <= kThreads, "a fine step's groups fit one pass");
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   __shared__ int carry;
+  __shared__ Cut s_cut;
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
   const bool may_fine = p.mode == kModeMac && p.chunk == 0 && ng <= kFineMaxGroups;  // one pass
-  if (tid == 0) carry = 0;
+  if (tid == 0) {
+    carry = 0;
+    s_cut = cut;
+  }
   __syncthreads();
   for (int base = 0; base < ng; base += kThreads) {
     const int gi = base + tid;
@@ -67,9 +70,13 @@ __device__ int schedule_groups(const KParams& p, Cut& cut, Group group, Keep kee
     Scan(tmp).ExclusiveSum(cnt, excl, agg);
     if (gi < ng) keep(gi, carry + excl);
     __syncthreads();
-    if (tid == 0) carry += agg;
+    if (tid == 0) {
+      carry += agg;
+      s_cut = cut;
+    }
     __syncthreads();
   }
+  cut = s_cut;
   return carry;
 }
 

@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "harness.hpp"
+#include "work_items.hpp"  // the all-hit item size rule's constants
 
 using namespace mac::cuda;
 using namespace mac::cuda::test;
@@ -23,14 +24,16 @@ void check_stats(const Stats& s) {
 }
 
 // The step's item size (Engine::last_chunk) against the reference's decisions: with the size
-// left open, a step of at most 128 groups (N·Hkv) in which every head hit takes 64-key items
-// (work_items.hpp, fine_cut: the cases' rings, tails and sinks are far below its 1024-key
-// limit) and any other step a size of 256 or more; a fixed size is kept by every step.
+// left open, a step of at most kFineMaxGroups (128) groups (N·Hkv) in which every head hit
+// takes kFineC = 64-key items (work_items.hpp, fine_cut: the cases' rings, tails and sinks are
+// far below its 1024-key limit) and any other step a size of 256 or more; a fixed size is kept
+// by every step.
 void check_item_size(Harness& hx, const CaseSpec& c, void* stream, Stats& st) {
+  namespace wi = mac::cuda::detail;
   int chunk = 0;
   MAC_CHECK(hx.engine().last_chunk(&chunk, stream));
-  const bool fine = c.chunk == 0 && hx.last_all_hit() && hx.batch() * c.Hkv <= 128;
-  if (c.chunk > 0 ? chunk != c.chunk : (chunk == 64) != fine) {
+  const bool fine = c.chunk == 0 && hx.last_all_hit() && hx.batch() * c.Hkv <= wi::kFineMaxGroups;
+  if (c.chunk > 0 ? chunk != c.chunk : (chunk == wi::kFineC) != fine) {
     ++st.item_size_mismatch;
     std::printf("[FAIL] item size %d in a step with all-hit %d, %d groups\n", chunk, hx.last_all_hit() ? 1 : 0,
                 hx.batch() * c.Hkv);

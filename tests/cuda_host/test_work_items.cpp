@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
 BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
   // Random engines (max_batch, Hkv, max_context, W) and steps within them (kv_lens, hits):
   // the items of the step never exceed the bound the engine allocated for, all-hit steps
-  // (fine cells, as the schedule decides them) included.
+  // (64-key items, as the schedule decides them) included.
   std::mt19937 rng(11);
   int fine_steps = 0;
   for (int t = 0; t < 400; ++t) {
@@ -208,6 +208,6 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
                                                  << " chunk " << cut.C << ": " << items
                                                  << " items > bound " << bound);
   }
-  BOOST_TEST_MESSAGE("all-hit steps cut finely: " << fine_steps);
+  BOOST_TEST_MESSAGE("all-hit steps with 64-key items: " << fine_steps);
   BOOST_TEST(fine_steps >= 40);
 }

@@ -18,6 +18,9 @@
  *   - Positions: row i decodes position `m = kv_len[i] − 1`; its own key/value is already
  *     in the cache (DESIGN §3).
  *   - Streams are `cudaStream_t` passed as `void*` (nullptr = the legacy default stream).
+ *     stream_create makes non-blocking streams, which the legacy stream does not order
+ *     against: issue a step's copies on the stream its kernels run on, or synchronise
+ *     between them (both races found so far were copies on nullptr, kernels elsewhere).
  */
 #include <cstddef>
 #include <cstdint>
