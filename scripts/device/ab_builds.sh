@@ -13,12 +13,24 @@
 # this tree; another, e.g. an exported earlier commit, gives a before/after A/B); a set is
 # name:[VAR=value ...] mac-bench arguments (the variables are set for that run only), sets
 # separated by '|'.
+# Variants of one binary that differ only in environment switches need no builds:
+#   BIN=build-dev/bin/mac-bench ENV_VARIANTS="off:MAC_CUDA_SPEC=0 on:MAC_CUDA_SPEC=1" SETS=... ab_builds.sh
+# (an env variant is name:VAR=value[,VAR=value…]; the set's own variables come after it).
 set -u -o pipefail
 OUT=${OUT:-$PWD/out-device}
 mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-2}
 names=()
-for v in ${VARIANTS:-base}; do
+declare -A bin venv
+if [[ -n ${ENV_VARIANTS:-} ]]; then
+  [[ -x ${BIN:-} ]] || { echo "ENV_VARIANTS needs BIN, an executable mac-bench (got '${BIN:-}')"; exit 1; }
+  for v in $ENV_VARIANTS; do
+    names+=("${v%%:*}")
+    bin[${v%%:*}]=$BIN
+    venv[${v%%:*}]=$([[ $v == *:* ]] && echo "${v#*:}" | tr ',' ' ')
+  done
+fi
+for v in $([[ -z ${ENV_VARIANTS:-} ]] && echo "${VARIANTS:-base}"); do
   name=${v%%:*}
   flags=""
   [[ $v == *:* ]] && flags=${v#*:}
@@ -28,6 +40,8 @@ for v in ${VARIANTS:-base}; do
     name=${name%%@*}
   fi
   names+=("$name")
+  bin[$name]=build-ab-$name/bin/mac-bench
+  venv[$name]=""
   cmake -S "$src" -B "build-ab-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release ${flags//,/ } > "$OUT/configure_$name.log" 2>&1 \
     || { tail -20 "$OUT/configure_$name.log"; exit 1; }
   ninja -C "build-ab-$name" mac-bench > "$OUT/build_$name.log" 2>&1 || { tail -40 "$OUT/build_$name.log"; exit 1; }
@@ -48,7 +62,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
     for name in "${names[@]}"; do
       tmp=$(mktemp)
       # shellcheck disable=SC2086
-      timeout 300 env "${envs[@]}" "build-ab-$name/bin/mac-bench" ${COMMON:-} "${args[@]}" --csv "$tmp" 2>> "$OUT/stderr.log" \
+      timeout 300 env ${venv[$name]} "${envs[@]}" "${bin[$name]}" ${COMMON:-} "${args[@]}" --csv "$tmp" 2>> "$OUT/stderr.log" \
         || echo "mac-bench $name/$sname round $r failed (rc $?)"
       if [[ ! -s $ab ]]; then
         grep -m1 '^#' "$tmp" >> "$ab"
