@@ -15,7 +15,9 @@
 # separated by '|'.
 # Variants of one binary that differ only in environment switches need no builds:
 #   BIN=build-dev/bin/mac-bench ENV_VARIANTS="off:MAC_CUDA_SPEC=0 on:MAC_CUDA_SPEC=1" SETS=... ab_builds.sh
-# (an env variant is name:VAR=value[,VAR=value…]; the set's own variables come after it).
+# (an env variant is name[=binary]:[VAR=value[,VAR=value…]], the binary defaulting to BIN, so
+# binaries built beforehand compare too: ENV_VARIANTS="old=build-old/bin/mac-bench: new=build-dev/bin/mac-bench:";
+# the set's own variables come after the variant's).
 set -u -o pipefail
 OUT=${OUT:-$PWD/out-device}
 mkdir -p "$OUT"
@@ -23,11 +25,15 @@ ROUNDS=${ROUNDS:-2}
 names=()
 declare -A bin venv
 if [[ -n ${ENV_VARIANTS:-} ]]; then
-  [[ -x ${BIN:-} ]] || { echo "ENV_VARIANTS needs BIN, an executable mac-bench (got '${BIN:-}')"; exit 1; }
   for v in $ENV_VARIANTS; do
-    names+=("${v%%:*}")
-    bin[${v%%:*}]=$BIN
-    venv[${v%%:*}]=$([[ $v == *:* ]] && echo "${v#*:}" | tr ',' ' ')
+    head=${v%%:*}
+    name=${head%%=*}
+    b=${BIN:-}
+    [[ $head == *=* ]] && b=${head#*=}
+    [[ -x $b ]] || { echo "variant $name: no executable mac-bench '$b' (BIN or name=binary)"; exit 1; }
+    names+=("$name")
+    bin[$name]=$b
+    venv[$name]=$([[ $v == *:* ]] && echo "${v#*:}" | tr ',' ' ')
   done
 fi
 for v in $([[ -z ${ENV_VARIANTS:-} ]] && echo "${VARIANTS:-base}"); do
