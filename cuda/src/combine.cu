@@ -42,7 +42,14 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   if (!k3_only && wid == 0 && threadIdx.x == 0) p.work[1] = 0;
   if (wid >= p.N * p.Hq) return;
   const int row = wid / p.Hq, h = wid % p.Hq, hk = h / p.G, gl = h % p.G;
+  // The row, the step's cut and the group's ranges and first item are loaded together, in
+  // one round trip (none of their addresses depends on another's value; the group's entries
+  // exist for an invalid row too), not the row first and the rest after its validity test.
+  const int gi = row * p.Hkv + hk;
   const RowInfo ri = p.rows[row];
+  const Cut cut = load_cut(p);
+  const GroupDesc g = p.groups[gi];
+  const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
   const bool want_out = !k3_only && p.mode != kModePrefill;
   if (!ri.valid) {
@@ -64,10 +71,6 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
       (p.mode == kModePrefill || (p.mode == kModeMac && ri.ready)) && (k3_only || p.k3_in_combine);
   if (k3_only && !write_entry) return;
 
-  const Cut cut = load_cut(p);
-  const int gi = row * p.Hkv + hk;
-  const GroupDesc g = p.groups[gi];
-  const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
   const bool want_all = !ri.eligible && want_out;
   // Warp 0 completes the head after the merges. What it reads then that does not depend on
   // them (the K1 plan and prefix snapshot, q̃) is loaded now, so those loads
@@ -97,51 +100,41 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   {
     MergeAcc<V> all, sink, band, tail;  // this warp's share of each merge
     const int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
+    // The category of each item follows from the group's counts, computed once per warp.
+    const GroupCounts n = group_counts(g, cut);
     // Loads of U items are issued before their (ordered) merges: the merge order stays the
     // item order, the memory latency is paid once per U items (the chain that sets a short
     // step's combine time: 32 items per warp at batch 1, 127K, Hkv 4).
     constexpr int U = D <= 128 ? 8 : 4;
-    // Items [a, b) of this warp's share, in order, into `cat` (if `to_cat`) and into `all`
-    // where asked.
-    auto merge_items = [&](int a, int b, MergeAcc<V>& cat, bool to_cat) {
-      for (int k0 = a; k0 < b; k0 += U) {
-        float l2[U];
-        float o[U][V];
+    for (int k0 = k_lo; k0 < k_hi; k0 += U) {
+      float l2[U];
+      float o[U][V];
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int k = k0 + u < b ? k0 + u : b - 1;
-          const int64_t pi = static_cast<int64_t>(off + k) * p.G + gl;
-          l2[u] = p.part_lse2[pi];
-          const float* src = p.part_o + pi * D + lane * V;
-          if constexpr (V % 4 == 0) {
+      for (int u = 0; u < U; ++u) {
+        const int k = k0 + u < k_hi ? k0 + u : k_hi - 1;
+        const int64_t pi = static_cast<int64_t>(off + k) * p.G + gl;
+        l2[u] = p.part_lse2[pi];
+        const float* src = p.part_o + pi * D + lane * V;
+        if constexpr (V % 4 == 0) {
 #pragma unroll
-            for (int i = 0; i < V; i += 4) *reinterpret_cast<float4*>(&o[u][i]) = *reinterpret_cast<const float4*>(src + i);
-          } else {
+          for (int i = 0; i < V; i += 4) *reinterpret_cast<float4*>(&o[u][i]) = *reinterpret_cast<const float4*>(src + i);
+        } else {
 #pragma unroll
-            for (int i = 0; i < V; i += 2) *reinterpret_cast<float2*>(&o[u][i]) = *reinterpret_cast<const float2*>(src + i);
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (k0 + u >= b) break;
-          if (want_all) all.add(l2[u], o[u]);
-          if (to_cat) cat.add(l2[u], o[u]);
+          for (int i = 0; i < V; i += 2) *reinterpret_cast<float2*>(&o[u][i]) = *reinterpret_cast<const float2*>(src + i);
         }
       }
-    };
-    if constexpr (kAllOnly) {
-      merge_items(k_lo, k_hi, sink, false);
-    } else {
-      // A group's items come in category order (sinks, band, tail: item_cat), so the share
-      // is at most three runs, each merged into its own accumulator by the same loop as
-      // full attention's: no per-item category test and branch (the merge loop took ~1.4×
-      // full attention's time per item with one, docs/bench/tuning_h200.md §16). The
-      // sequence of adds into each accumulator, and into `all`, is unchanged.
-      const GroupCounts n = group_counts(g, cut);
-      const int e_sink = min(max(n.sink, k_lo), k_hi), e_band = min(max(n.sink + n.band, k_lo), k_hi);
-      merge_items(k_lo, e_sink, sink, true);
-      merge_items(e_sink, e_band, band, true);
-      merge_items(e_band, k_hi, tail, true);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int k = k0 + u;
+        if (k >= k_hi) break;
+        if (want_all) all.add(l2[u], o[u]);
+        if constexpr (!kAllOnly) {
+          const int cat = item_cat(n, k);
+          if (cat == kCatSink) sink.add(l2[u], o[u]);
+          else if (cat == kCatBand) band.add(l2[u], o[u]);
+          else tail.add(l2[u], o[u]);
+        }
+      }
     }
     __shared__ CombineShare<D, kCombineWarps> share;
     auto stash = [&](int c, const MergeAcc<V>& a) {
