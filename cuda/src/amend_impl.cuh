@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   const int W = gridDim.x * Cfg::kWarps;
   // First item of each warp: block-major, so that a step with fewer items than warps still
   // spreads them over every SM. Its next kStaticClaims items follow statically (gw + W, …),
-  // later ones are claimed dynamically (work[1] counts them; see claim below).
+  // later ones are claimed dynamically (work[kWorkClaims] counts them; see claim below).
   const int gw = warp * gridDim.x + blockIdx.x;
   if (gw >= total) return;  // whole warp leaves together
   __shared__ __align__(8) uint64_t bars[Cfg::kWarps * S];  // per warp, per stage (bulk variant)
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // ≥ (kStaticClaims + 1)·W, above any static one), so once one is past the last item all
   // later ones are, and a warp past the end claims nothing more.
   auto claim = [&]() {  // lane 0's value
-    return lane == 0 ? (kStaticClaims + 1) * W + atomicAdd(p.work + 1, 1) : 0;
+    return lane == 0 ? (kStaticClaims + 1) * W + atomicAdd(p.work + kWorkClaims, 1) : 0;
   };
   struct Claimed {  // a claimed item (the claim id is the item id) whose group is loading
     int item, gi;    // gi = −1 past the last item

@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   // The amend kernel has finished: its item counter is reset for the next step here, the
   // one place that does (every step that runs the amend kernel ends with this kernel; the
   // workspace starts zeroed).
-  if (!k3_only && wid == 0 && threadIdx.x == 0) p.work[1] = 0;
+  if (!k3_only && wid == 0 && threadIdx.x == 0) p.work[kWorkClaims] = 0;
   if (wid >= p.N * p.Hq) return;
   const int row = wid / p.Hq, h = wid % p.Hq, hk = h / p.G, gl = h % p.G;
   // The row, the step's cut and the group's ranges and first item are loaded together, in

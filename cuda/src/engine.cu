@@ -288,7 +288,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   const size_t o_groups = take(sizeof(detail::GroupDesc) * N * Hkv);
   const size_t o_goff = take(sizeof(int) * (N * Hkv + 1));
   const size_t o_igrp = take(sizeof(int) * max_items);
-  const size_t o_work = take(sizeof(int) * 3);
+  const size_t o_work = take(sizeof(int) * detail::kWorkInts);
   const size_t o_po = take(sizeof(float) * max_items * G * D);
   const size_t o_pl = take(sizeof(float) * max_items * G);
   const size_t o_err = take(sizeof(int));
@@ -577,7 +577,7 @@ Status Engine::replay(void* stream) {
 Status Engine::last_chunk(int* chunk, void* stream) const {
   if (!chunk) return invalid("chunk is null");
   const cudaStream_t s = as_stream(stream);
-  MAC_CUDA_TRY(cudaMemcpyAsync(chunk, impl_->work, sizeof(int), cudaMemcpyDeviceToHost, s));
+  MAC_CUDA_TRY(cudaMemcpyAsync(chunk, impl_->work + detail::kWorkC, sizeof(int), cudaMemcpyDeviceToHost, s));
   MAC_CUDA_TRY(cudaStreamSynchronize(s));
   return Status::Ok();
 }

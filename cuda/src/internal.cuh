@@ -41,6 +41,14 @@ __device__ __forceinline__ void wait_prior_grid_then_release_next() {
 #endif
 }
 
+/*! \brief Slots of the workspace's `work` ints. */
+enum WorkSlot : int {
+  kWorkC = 0,       // the step's item size C (store_cut; read back by Engine::last_chunk)
+  kWorkClaims = 1,  // the amend kernel's dynamic item counter (reset by the combine)
+  kWorkLgC = 2,     // log2 C
+  kWorkInts = 3
+};
+
 /*! \brief Row modes of one launch. */
 enum Mode : int {
   kModeFull = 0,     // exact attention, nothing written to rings
@@ -116,7 +124,7 @@ struct KParams {
   float* diag_d2;
   int32_t* diag_keys_read;
   // work decomposition
-  int chunk;          // keys per work item when fixed by the config; 0: chosen per step (work[0])
+  int chunk;          // keys per work item when fixed by the config; 0: chosen per step (work[kWorkC])
   int warps_total;    // W: resident warps of the persistent amend grid
   int k3_in_combine;  // 1: combine writes the ring entry (K3 fused)
   int self_schedule;  // 1: the amend kernel computes the schedule (no schedule kernel)
@@ -130,7 +138,7 @@ struct KParams {
   GroupDesc* groups;     // [N, Hkv]
   int* group_off;        // [N·Hkv + 1] exclusive scan of item counts
   int* item_group;       // [max_items] group (row·Hkv + hk) of each item
-  int* work;             // [3]: C, dynamic item counter of the amend kernel, log2 C
+  int* work;             // [kWorkInts]: the step's cut and the amend kernel's item counter (WorkSlot)
   float* part_o;         // [max_items, G, D] normalised partial outputs
   float* part_lse2;      // [max_items, G] base-2 partial LSE
   int max_items;
@@ -195,8 +203,8 @@ __device__ inline int group_band_lo(const KParams& p, int row, int hk) {
 /*! \brief The step's cut, as the schedule kernel chose it. */
 __device__ inline Cut load_cut(const KParams& p) {
   Cut c;
-  c.C = __ldg(p.work);
-  c.lg = __ldg(p.work + 2);
+  c.C = __ldg(p.work + kWorkC);
+  c.lg = __ldg(p.work + kWorkLgC);
   return c;
 }
 

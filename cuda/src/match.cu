@@ -181,7 +181,7 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
 // ---------------------------------------------------------------------------------------
 
 /*! \brief The schedule, one block: rows and groups into the workspace, then the item →
- *  group table. (The amend kernel's item counter, work[1], is reset by the combine of the
+ *  group table. (The amend kernel's item counter, work[kWorkClaims], is reset by the combine of the
  *  step before, as for a self-scheduled step.) */
 __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   constexpr int kThreads = 1024;

@@ -83,8 +83,8 @@ __device__ int schedule_groups(const KParams& p, Cut& cut, Group group, Keep kee
 /*! \brief The step's cut where the combine (and the amend kernel after the schedule kernel)
  *  reads it: load_cut. One thread of the writing block, after schedule_groups. */
 __device__ inline void store_cut(const KParams& p, const Cut& cut) {
-  p.work[0] = cut.C;
-  p.work[2] = cut.lg;
+  p.work[kWorkC] = cut.C;
+  p.work[kWorkLgC] = cut.lg;
 }
 
 }  // namespace mac::cuda::detail

@@ -17,7 +17,7 @@
 #   BIN=build-dev/bin/mac-bench ENV_VARIANTS="off:MAC_CUDA_SPEC=0 on:MAC_CUDA_SPEC=1" SETS=... ab_builds.sh
 # (an env variant is name[=binary]:[VAR=value[,VAR=value…]], the binary defaulting to BIN, so
 # binaries built beforehand compare too: ENV_VARIANTS="old=build-old/bin/mac-bench: new=build-dev/bin/mac-bench:";
-# the set's own variables come after the variant's).
+# the set's own variables come after the variant's). VARIANTS may be given beside them.
 set -u -o pipefail
 OUT=${OUT:-$PWD/out-device}
 mkdir -p "$OUT"
@@ -36,7 +36,10 @@ if [[ -n ${ENV_VARIANTS:-} ]]; then
     venv[$name]=$([[ $v == *:* ]] && echo "${v#*:}" | tr ',' ' ')
   done
 fi
-for v in $([[ -z ${ENV_VARIANTS:-} ]] && echo "${VARIANTS:-base}"); do
+# Built variants: VARIANTS, or one build of this tree when no variant of either kind is named.
+built=${VARIANTS:-}
+[[ -z $built && -z ${ENV_VARIANTS:-} ]] && built=base
+for v in $built; do
   name=${v%%:*}
   flags=""
   [[ $v == *:* ]] && flags=${v#*:}
