@@ -14,6 +14,12 @@ namespace mac::cuda::detail {
  *  N·Hq alone, so full attention and MAC steps of one batch merge in the same order. */
 inline int combine_warps(int heads) { return heads <= 512 ? 8 : heads <= 1024 ? 4 : 2; }
 
+/*! \brief Drops the 128-byte L2 line at `p` (128-aligned) without writing it back: its
+ *  contents become undefined (PTX `discard.global.L2`, sm_80+). */
+__device__ __forceinline__ void discard_l2_line(const void* p) {
+  asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(p) : "memory");
+}
+
 /*! \brief The four merges of one warp's share of a head's items, as normalised base-2 states
  *  in shared memory: all (full attention, ineligible rows), sinks, band, tail. */
 template <int D, int kWarps>
@@ -49,7 +55,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   const RowInfo ri = p.rows[row];
   const Cut cut = load_cut(p);
   const GroupDesc g = p.groups[gi];
-  const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off;
+  const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off, items = p.group_off[p.N * p.Hkv];
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
   const bool want_out = !k3_only && p.mode != kModePrefill;
   if (!ri.valid) {
@@ -106,6 +112,10 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     // item order, the memory latency is paid once per U items (the chain that sets a short
     // step's combine time: 32 items per warp at batch 1, 127K, Hkv 4).
     constexpr int U = D <= 128 ? 8 : 4;
+    // The combine is the partials' last reader unless K3 runs beside it on the side stream
+    // (which reads the band partials too). Where it drops their lines: parts_discard_auto.
+    const bool discard = (p.k3_in_combine || p.mode != kModeMac) &&
+                         (p.parts_discard < 0 ? parts_discard_auto(items, cut.C, D) : p.parts_discard != 0);
     for (int k0 = k_lo; k0 < k_hi; k0 += U) {
       float l2[U];
       float o[U][V];
@@ -134,6 +144,18 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
           else if (cat == kCatBand) band.add(l2[u], o[u]);
           else tail.add(l2[u], o[u]);
         }
+      }
+    }
+    if (discard) {
+      // This warp's share of partial rows is dead (the next step's amend kernel rewrites
+      // every row it reads): their L2 lines are dropped without a write-back, so partial
+      // states that never left L2 cost DRAM nothing. The merges above have consumed every
+      // lane's loads, and the warp barrier orders the other lanes' reads of a line before
+      // its owner's discard. Rows are 4·D bytes at 256-byte aligned offsets: whole lines.
+      __syncwarp();
+      if ((lane * V * 4) % 128 == 0) {
+        const float* line = p.part_o + (static_cast<int64_t>(off + k_lo) * p.G + gl) * D + lane * V;
+        for (int k = k_lo; k < k_hi; ++k, line += p.G * D) discard_l2_line(line);
       }
     }
     __shared__ CombineShare<D, kCombineWarps> share;

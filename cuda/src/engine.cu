@@ -36,6 +36,16 @@ Status env_int(const char* name, long lo, long hi, long* out) {
   *out = v;
   return Status::Ok();
 }
+/*! \brief A per-step policy switch from the environment: unset, empty or "auto" leaves *out
+ *  (−1: chosen per step); "0" or "1" fixes it. */
+Status env_auto01(const char* name, int* out) {
+  const char* env = std::getenv(name);
+  if (env == nullptr) return Status::Ok();
+  const std::string v(env);
+  if (v == "0" || v == "1") *out = v == "1" ? 1 : 0;
+  else if (!v.empty() && v != "auto") return invalid(cat(name, " = '", v, "' (expected auto, 0 or 1)"));
+  return Status::Ok();
+}
 Status cuda_status(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
   return {StatusCode::kCudaError, cat(what, ": ", cudaGetErrorString(e))};
@@ -153,6 +163,7 @@ struct Engine::Impl {
   bool bulk = false;
   int table_bytes = 0;  // > 0: the amend kernel schedules its own items (ScheduleMode::kAuto)
   int kv_evict_first = -1;  // L2 policy of the K/V stream: −1 per step, else fixed (env)
+  int parts_discard = -1;   // the partials' L2 lines dropped after the combine: −1 per step, else fixed (env)
   // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule kernel (MAC
   // steps that are not self-scheduled), bit 1 → amend (from K1 or the schedule kernel),
   // bit 2 amend → combine in MAC and prefill steps, bit 3 amend → combine in full-attention
@@ -237,14 +248,12 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
   if (cfg.amend == AmendVariant::kBulk) bulk = true;
   impl->bulk = bulk;
-  // L2 evict_first on the K/V stream: chosen per step (work_items.hpp kv_evict_first_auto);
-  // env MAC_CUDA_KV_EVICT_FIRST = 0 or 1 (an experiment-only switch) fixes it.
-  if (const char* env = std::getenv("MAC_CUDA_KV_EVICT_FIRST")) {
-    const std::string v(env);
-    if (v == "0" || v == "1") impl->kv_evict_first = v == "1" ? 1 : 0;
-    else if (!v.empty() && v != "auto")
-      return invalid(cat("MAC_CUDA_KV_EVICT_FIRST = '", v, "' (expected auto, 0 or 1)"));
-  }
+  // Two L2 policies chosen per step (work_items.hpp): evict_first on the K/V stream
+  // (kv_evict_first_auto) and the partial states discarded after the combine
+  // (parts_discard_auto); env MAC_CUDA_KV_EVICT_FIRST and MAC_CUDA_PARTS_DISCARD = 0 or 1
+  // (experiment and test switches) fix them.
+  MAC_STATUS_TRY(env_auto01("MAC_CUDA_KV_EVICT_FIRST", &impl->kv_evict_first));
+  MAC_STATUS_TRY(env_auto01("MAC_CUDA_PARTS_DISCARD", &impl->parts_discard));
   // Not bit 3: measured, amend → combine as a programmatic edge costs full-attention steps
   // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (docs/bench/tuning_h200.md §7).
   constexpr unsigned kPdlDefault = 1u | 2u | 4u;
@@ -410,6 +419,7 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.k3_in_combine = cfg.k3_mode == K3Mode::kFused ? 1 : 0;
   k.self_schedule = table_bytes > 0 ? 1 : 0;
   k.kv_evict_first = kv_evict_first;
+  k.parts_discard = parts_discard;
   k.plans = plans;
   k.snap_o = snap_o;
   k.snap_lse2 = snap_lse2;

@@ -130,6 +130,8 @@ struct KParams {
   int self_schedule;  // 1: the amend kernel computes the schedule (no schedule kernel)
   int kv_evict_first; // L2 policy of the amend kernel's K/V stream: 1 evict_first, 0 no cache
                       //  hint, −1 chosen per step (kv_evict_first_auto)
+  int parts_discard;  // the combine drops the partial states' L2 lines once read (no write-back
+                      //  to DRAM): 1 yes, 0 no, −1 chosen per step (parts_discard_auto)
   // workspace
   HeadPlan* plans;       // [N, Hq]
   uint16_t* snap_o;      // [N, Hq, D] prefix snapshot (read before the ring write)

@@ -141,6 +141,18 @@ MAC_HD inline bool kv_evict_first_auto(int64_t items, int C, int D) {
   return items * C * 4 * D <= kKvEvictFirstMaxBytes;
 }
 
+/*! \brief Whether the combine drops the partial states' L2 lines once it has read them (PTX
+ *  discard.global.L2: dirty lines never written back to DRAM): on steps of at least
+ *  kPartsDiscardMinBytes of keys and values (estimated as for kv_evict_first_auto). Measured
+ *  on the H200 (docs/bench/tuning_h200.md §17): 3–4 % faster at the 1 GiB steps of Hkv 4
+ *  (batch 16 at 32K, batch 4 at 127K), within ±0.7 % at larger steps, and 0.5–2 % slower at
+ *  steps of at most 0.5 GiB, where the discards lengthen a short combine. A cache operation:
+ *  no bit of a result depends on it. */
+constexpr int64_t kPartsDiscardMinBytes = int64_t{3} << 28;  // 768 MiB
+MAC_HD inline bool parts_discard_auto(int64_t items, int C, int D) {
+  return items * C * 4 * D >= kPartsDiscardMinBytes;
+}
+
 /*! \brief Items of a group by part, in key order: sinks, band, tail. */
 struct GroupCounts {
   int sink, band, tail;

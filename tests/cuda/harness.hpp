@@ -55,7 +55,15 @@ struct Stats {
   long decision_mismatch = 0, heads = 0, hits = 0, bit_mismatch = 0, bit_checked = 0, entries = 0;
   long all_hit_steps = 0;  //!< steps in which the reference hit on every head of every row
   long item_size_mismatch = 0;  //!< steps whose item size contradicts the reference's decisions
+  uint64_t out_hash = 14695981039346656037ull;  //!< FNV-1a over every step's out and lse bits, MAC then full
 };
+
+/*! \brief FNV-1a of `n` bytes at `p`, continuing from `h`. */
+inline uint64_t fnv1a(uint64_t h, const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
 
 class Harness {
  public:
@@ -268,6 +276,10 @@ class Harness {
     MAC_CHECK(device_synchronize());
     MAC_CHECK(copy_to_host(outf.data(), out_full_.data(), nh * D_ * 2));
     MAC_CHECK(copy_to_host(lsef.data(), lse_full_.data(), nh * 4));
+    st.out_hash = fnv1a(st.out_hash, out.data(), out.size() * 2);
+    st.out_hash = fnv1a(st.out_hash, lse.data(), lse.size() * 4);
+    st.out_hash = fnv1a(st.out_hash, outf.data(), outf.size() * 2);
+    st.out_hash = fnv1a(st.out_hash, lsef.data(), lsef.size() * 4);
     const size_t rq = static_cast<size_t>(R_) * c_.M * Hq_;
     std::vector<uint16_t> ro(rq * D_), rqp(rq * D_);
     std::vector<float> rl(rq);

@@ -3,6 +3,8 @@
 // FP64 reference of the same decisions (max element error reported), ineligible rows
 // bit-identical to full attention, a 64-step chain replayed from one captured graph, awkward
 // sizes, all head dims and G ∈ {1, 2, 3, 4, 8, 12, 16}.
+#include <cstdlib>
+
 #include <boost/test/unit_test.hpp>
 
 #include "harness.hpp"
@@ -225,6 +227,60 @@ BOOST_AUTO_TEST_CASE(all_hit_steps) {
     check_stats(s);
     BOOST_TEST(s.all_hit_steps >= 3);
   }
+}
+
+BOOST_AUTO_TEST_CASE(partial_states_discarded) {
+  // The combine drops the partial states' L2 lines once it has read them on large steps only
+  // (work_items.hpp parts_discard_auto; no case here is that large). Forced on through the
+  // engines' environment switch: a graph chain, in which every step's amend kernel rewrites
+  // the rows the step before discarded, and D = 64 and 256 (rows of 256 and 1024 bytes). A
+  // line read after its discard and before its rewrite would hold stale or undefined
+  // partials; every output and LSE bit must equal the same run without discards.
+  struct Env {  // sets the variable for the engines created in its scope, then restores it
+    std::string old;
+    bool had;
+    explicit Env(const char* v) : had(std::getenv("MAC_CUDA_PARTS_DISCARD") != nullptr) {
+      if (had) old = std::getenv("MAC_CUDA_PARTS_DISCARD");
+      setenv("MAC_CUDA_PARTS_DISCARD", v, 1);
+    }
+    ~Env() { had ? setenv("MAC_CUDA_PARTS_DISCARD", old.c_str(), 1) : unsetenv("MAC_CUDA_PARTS_DISCARD"); }
+  };
+  for (int variant = 0; variant < 3; ++variant) {
+    CaseSpec c;
+    c.steps = variant == 0 ? 40 : 12;
+    c.gen_min = variant == 0 ? 720 : 0;
+    c.ready = {1, 1, 0};
+    c.chunk = variant == 0 ? 128 : 0;
+    c.D = variant == 1 ? 64 : variant == 2 ? 256 : 128;
+    c.page_size = variant == 1 ? 1 : 16;
+    c.seed = 800 + variant;
+    const bool graph = variant == 0;
+    Stats off, on;
+    {
+      Env e("0");
+      off = run_steps(c, graph);
+    }
+    {
+      Env e("1");
+      on = run_steps(c, graph);
+    }
+    report("partials discarded", c, on);
+    check_stats(on);
+    BOOST_TEST(on.out_hash == off.out_hash);
+    std::printf("[%s] partials discarded vs kept: output and LSE hash %016llx vs %016llx\n",
+                on.out_hash == off.out_hash ? "OK" : "FAIL", static_cast<unsigned long long>(on.out_hash),
+                static_cast<unsigned long long>(off.out_hash));
+  }
+  // The switch is read (a value outside auto/0/1 is refused, naming it).
+  Env bad("2");
+  std::unique_ptr<Engine> e;
+  EngineConfig ec;
+  ec.num_q_heads = 8;
+  ec.num_kv_heads = 2;
+  ec.head_dim = 128;
+  const Status st = Engine::create(ec, &e);
+  BOOST_TEST((st.code == StatusCode::kInvalidArgument));
+  BOOST_TEST(st.message.find("MAC_CUDA_PARTS_DISCARD") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(refusals) {
