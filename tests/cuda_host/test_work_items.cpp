@@ -2,7 +2,8 @@
 // ranges follow DESIGN §3, its items tile them exactly, never straddle a category or exceed
 // the item size, the per-step item size follows its rule, the workspace bound holds for every
 // step the engine may see (an item past it would be written out of bounds on the device), and
-// the item → group search of the self-scheduled amend kernel finds every item's group.
+// the item → group search of the self-scheduled amend kernel finds every item's group, and
+// the per-step L2 policies split the measured steps as measured.
 #define BOOST_TEST_MODULE work_items
 #include <boost/test/included/unit_test.hpp>
 
@@ -163,6 +164,34 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
   BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 130048, 1056) == 1024);
   BOOST_TEST(wi::auto_chunk(int64_t{1} * 4 * 130048, 1056) == 512);
   BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 32768, 1056) == 512);  // one round would need 2048
+}
+
+BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
+  // The two per-step L2 policies (evict_first on the K/V stream, the partials' discards after
+  // the combine) on full-attention steps of the shapes they were measured on
+  // (docs/bench/tuning_h200.md §10, §17): D = 128, 1056 warps, items of the auto size.
+  struct Step {
+    int batch, hkv, ctx;
+    bool evict_first, discard;
+  };
+  const Step steps[] = {
+      {1, 8, 32768, true, false},    {1, 4, 130048, true, false},   // batch 1: both short
+      {4, 4, 32768, true, false},    {8, 4, 32768, true, false},    // ≤ 0.54 GB: discards cost
+      {16, 4, 32768, true, true},    {4, 4, 130048, true, true},    // 1 GiB, Hkv 4: the gains
+      {8, 8, 32768, true, true},     {16, 8, 32768, false, true},   // neutral, kept on
+      {64, 8, 130048, false, true},  {64, 4, 130048, false, true},  // the largest
+  };
+  for (const Step& st : steps) {
+    const int64_t keys = int64_t{st.batch} * st.hkv * st.ctx;
+    const int C = wi::auto_chunk(keys, 1056);
+    const int64_t items = (keys + C - 1) / C;
+    BOOST_TEST(wi::kv_evict_first_auto(items, C, 128) == st.evict_first,
+               st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " evict_first");
+    BOOST_TEST(wi::parts_discard_auto(items, C, 128) == st.discard,
+               st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " discard");
+  }
+  // A step of 64-key items (every head hit) is never large enough to discard, at any D.
+  BOOST_TEST(!wi::parts_discard_auto(int64_t{wi::kFineMaxGroups} * wi::kFineMaxItems, wi::kFineC, 256));
 }
 
 BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
