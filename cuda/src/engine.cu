@@ -37,7 +37,8 @@ Status env_int(const char* name, long lo, long hi, long* out) {
   return Status::Ok();
 }
 /*! \brief A per-step policy switch from the environment: unset, empty or "auto" leaves *out
- *  (−1: chosen per step); "0" or "1" fixes it. */
+ *  as it is (the engine's default, −1: chosen per step); "0" or "1" fixes it; anything else
+ *  is an error naming the value. */
 Status env_auto01(const char* name, int* out) {
   const char* env = std::getenv(name);
   if (env == nullptr) return Status::Ok();

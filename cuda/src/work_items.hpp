@@ -131,26 +131,30 @@ MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int wa
   return base > fine ? base : fine;
 }
 
+/*! \brief The K/V bytes of a step as its two per-step L2 policies estimate them: items·C keys
+ *  of 4·D bytes (K and V in bf16; an upper bound, cells are rounded up per group). */
+MAC_HD inline int64_t step_kv_bytes(int64_t items, int C, int D) { return items * C * 4 * D; }
+
 /*! \brief Whether a step streams its keys and values with an L2 evict_first policy: when they
- *  are at most kKvEvictFirstMaxBytes (estimated as items·C keys of 4·D bytes). Measured on the
- *  H200 (docs/bench/tuning_h200.md §10): evict_first makes such steps 1–5 % faster (batch 1,
+ *  are at most kKvEvictFirstMaxBytes (step_kv_bytes). Measured on the H200
+ *  (docs/bench/tuning_h200.md §10): evict_first makes such steps 1–5 % faster (batch 1,
  *  batch 16 at 32K with Hkv 4) and larger ones up to 2.5 % slower. A cache hint: no bit of a
  *  result depends on it. */
 constexpr int64_t kKvEvictFirstMaxBytes = int64_t{3} << 29;  // 1.5 GiB
 MAC_HD inline bool kv_evict_first_auto(int64_t items, int C, int D) {
-  return items * C * 4 * D <= kKvEvictFirstMaxBytes;
+  return step_kv_bytes(items, C, D) <= kKvEvictFirstMaxBytes;
 }
 
 /*! \brief Whether the combine drops the partial states' L2 lines once it has read them (PTX
  *  discard.global.L2: dirty lines never written back to DRAM): on steps of at least
- *  kPartsDiscardMinBytes of keys and values (estimated as for kv_evict_first_auto). Measured
- *  on the H200 (docs/bench/tuning_h200.md §17): 3–4 % faster at the 1 GiB steps of Hkv 4
- *  (batch 16 at 32K, batch 4 at 127K), within ±0.7 % at larger steps, and 0.5–2 % slower at
- *  steps of at most 0.5 GiB, where the discards lengthen a short combine. A cache operation:
- *  no bit of a result depends on it. */
+ *  kPartsDiscardMinBytes of keys and values (step_kv_bytes). Measured on the H200
+ *  (docs/bench/tuning_h200.md §17): 3–4 % faster at the 1 GiB steps of Hkv 4 (batch 16 at
+ *  32K, batch 4 at 127K), −0.7 to +0.9 % at larger steps, and up to 2.2 % slower at steps of
+ *  at most 0.54 GB, where the discards lengthen a short combine. A cache operation: no bit
+ *  of a result depends on it. */
 constexpr int64_t kPartsDiscardMinBytes = int64_t{3} << 28;  // 768 MiB
 MAC_HD inline bool parts_discard_auto(int64_t items, int C, int D) {
-  return items * C * 4 * D >= kPartsDiscardMinBytes;
+  return step_kv_bytes(items, C, D) >= kPartsDiscardMinBytes;
 }
 
 /*! \brief Items of a group by part, in key order: sinks, band, tail. */
