@@ -282,7 +282,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   }
   MAC_CUDA_TRY(cudaGetLastError());
   const int warps = impl->grid * detail::kAmendWarps;
-  const int64_t max_items = detail::max_items_bound(int64_t{N} * Hkv * cfg.max_context, N * Hkv, warps, cfg.kv_chunk);
+  const int64_t max_items = detail::max_items_bound(int64_t{N} * Hkv * cfg.max_context, N * Hkv, warps, cfg.kv_chunk, cfg.head_dim);
   if (max_items > (int64_t{1} << 30)) return invalid(cat("max_batch·Hkv·context/chunk too large: ", max_items, " items"));
   impl->max_items = static_cast<int>(max_items);
   size_t off = 0;

@@ -33,7 +33,7 @@ __device__ Cut schedule_rows(const KParams& p, bool writer, Keep keep) {
     }
   }
   keys = Sum(tmp).Sum(keys);
-  if (tid == 0) s_cut = step_cut(keys, p.warps_total, p.chunk);
+  if (tid == 0) s_cut = step_cut(keys, p.warps_total, p.chunk, p.D);
   __syncthreads();
   return s_cut;
 }

@@ -41,7 +41,7 @@ MAC_HD inline int log2_exact(int C) {
 }
 MAC_HD inline bool is_pow2(int C) { return C > 0 && (C & (C - 1)) == 0; }
 
-constexpr int kChunkMin = 256, kChunkMax = 2048;
+constexpr int kChunkMin = 256, kChunkMax = 4096;  // kChunkMax: the largest of any head dim
 
 /*! \brief How one step cuts its groups: keys per item (a power of two ≥ 16) and its log2. */
 struct Cut {
@@ -51,28 +51,34 @@ struct Cut {
 // Item size chosen per step on the device when the config leaves it open. A small step
 // that fills the W warps of the persistent grid in one round (the smallest C ≤ kOneRoundMax
 // with total/C ≤ W, if that is ≥ 90% of W) takes it: one item per warp, no second round.
-// Otherwise the largest power of two C in [kChunkMin, kChunkMax] that still gives each warp
-// at least chunk_rounds(C) items. Larger items write fewer partial states; smaller ones
-// keep every warp streaming; 2048 pays only with many items per warp (docs/cuda.md).
+// Otherwise the largest power of two C in [kChunkMin, chunk_max(D)] that still gives each
+// warp at least chunk_rounds(C, D) items. Larger items write fewer partial states (G·D·4
+// bytes each, written and read back); smaller ones keep every warp streaming to the end.
+// Measured on the H200 (docs/bench/tuning_h200.md §4, §18): at D = 128, 2048- and 4096-key
+// items with ≥ 3 items per warp beat 1024 at 9 of the 12 batch ≥ 16 points (by up to 3.4 %,
+// and by 1 % or less where they lose), while ~2 items per warp cost up to 18 %; at D = 256
+// 2048-key items with 3.9 items per warp cost 15 % (16/32K/Hkv 8), so the other head dims
+// keep 2048 as the largest size and 8 items per warp for it (D = 64: not measured).
 constexpr int kOneRoundMax = 1024;
-MAC_HD inline int chunk_rounds(int C) { return C > 1024 ? 8 : 3; }
+MAC_HD inline int chunk_max(int D) { return D == 128 ? 4096 : 2048; }
+MAC_HD inline int chunk_rounds(int C, int D) { return D != 128 && C > 1024 ? 8 : 3; }
 MAC_HD inline bool one_round(int64_t total_keys, int warps, int C) {
   const int64_t items = (total_keys + C - 1) / C;
   return items <= warps && items * 10 >= int64_t{warps} * 9;
 }
-MAC_HD inline int auto_chunk(int64_t total_keys, int warps) {
+MAC_HD inline int auto_chunk(int64_t total_keys, int warps, int D) {
   for (int C = kChunkMin; C <= kOneRoundMax; C *= 2)
     if ((total_keys + C - 1) / C <= warps) {
       if (one_round(total_keys, warps, C)) return C;
       break;
     }
-  int C = kChunkMax;
-  while (C > kChunkMin && total_keys < static_cast<int64_t>(chunk_rounds(C)) * warps * C) C /= 2;
+  int C = chunk_max(D);
+  while (C > kChunkMin && total_keys < static_cast<int64_t>(chunk_rounds(C, D)) * warps * C) C /= 2;
   return C;
 }
-MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk) {
+MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk, int D) {
   Cut c;
-  c.C = fixed_chunk > 0 ? fixed_chunk : auto_chunk(total_keys, warps);
+  c.C = fixed_chunk > 0 ? fixed_chunk : auto_chunk(total_keys, warps, D);
   c.lg = log2_exact(c.C);
   return c;
 }
@@ -107,19 +113,19 @@ MAC_HD inline bool fine_ok(const GroupDesc& g) {
 MAC_HD inline Cut fine_cut(const Cut& c) { return c.C > kFineC ? Cut{kFineC, kFineLg} : c; }
 
 /*! \brief Upper bound of the items of one step: cells of ≤ C keys plus, per group, one
- *  rounded-up cell and ≤ 3 cuts. With the automatic size, C < kChunkMax is chosen only when
- *  total < chunk_rounds(2C)·W·2C (fewer than 2·chunk_rounds(2C)·W cells) or, by the
- *  one-round rule, when total/C ≤ W; and an all-hit step of ≤ kFineMaxGroups groups has at
- *  most kFineMaxItems items per group. */
-MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps, int fixed_chunk) {
+ *  rounded-up cell and ≤ 3 cuts. With the automatic size, C < chunk_max(D) is chosen only
+ *  when total < chunk_rounds(2C, D)·W·2C (fewer than 2·chunk_rounds(2C, D)·W cells) or, by
+ *  the one-round rule, when total/C ≤ W; and an all-hit step of ≤ kFineMaxGroups groups has
+ *  at most kFineMaxItems items per group. */
+MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps, int fixed_chunk, int D) {
   int64_t cells = 0;
   if (fixed_chunk > 0) {
     cells = (total_keys_max + fixed_chunk - 1) / fixed_chunk;
   } else {
-    for (int C = kChunkMin; C <= kChunkMax; C *= 2) {
+    for (int C = kChunkMin; C <= chunk_max(D); C *= 2) {
       int64_t n = (total_keys_max + C - 1) / C;
-      if (C < kChunkMax) {
-        const int64_t lim = int64_t{2} * chunk_rounds(2 * C) * warps;
+      if (C < chunk_max(D)) {
+        const int64_t lim = int64_t{2} * chunk_rounds(2 * C, D) * warps;
         n = n < lim ? n : lim;
       }
       cells = n > cells ? n : cells;

@@ -122,6 +122,25 @@ BOOST_AUTO_TEST_CASE(page_sizes) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(large_items) {
+  // 4096-key items, the largest size the automatic rule picks (D = 128, steps of ≥ 13 M keys,
+  // too large for the reference here, so fixed): groups of 1–4 items, each range cut at
+  // multiples of 4096 with partial cells at both ends (contexts 4100, 9037, 12300; F = 4
+  // sinks). Row 0 starts below gen_min: bit-identical to full attention with the same items.
+  CaseSpec c;
+  c.chunk = 4096;
+  c.F = 4;
+  c.prompt = {4100, 9037, 12300};
+  c.gen_min = 4104;
+  c.steps = 6;
+  c.seed = 900;
+  const Stats s = run_steps(c, false);
+  report("large items", c, s);
+  check_stats(s);
+  BOOST_TEST(s.bit_checked > 0);
+  BOOST_TEST(s.hits > 0);
+}
+
 BOOST_AUTO_TEST_CASE(sinks_gen_min_readiness_side_stream) {
   // Row 1 starts below gen_min (ineligible, still writes entries); row 2 is never ready
   // (epoch mismatch: exact and no writes); sinks F = 4; K3 on the side stream.

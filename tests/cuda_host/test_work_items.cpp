@@ -54,7 +54,7 @@ void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
   }
 }
 
-wi::Cut cut_of(int C) { return wi::step_cut(0, 1, C); }
+wi::Cut cut_of(int C) { return wi::step_cut(0, 1, C, 128); }
 wi::Cut fine_cut_of(int C) { return wi::fine_cut(cut_of(C)); }
 
 }  // namespace
@@ -140,30 +140,37 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
 }
 
 BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
-  for (int W : {64, 1056, 4096}) {
-    for (int64_t total : {int64_t{1}, int64_t{1000}, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24,
-                          int64_t{1} << 26, int64_t{131072} * 64 * 32}) {
-      const int C = wi::auto_chunk(total, W);
-      BOOST_TEST_REQUIRE((C >= wi::kChunkMin && C <= wi::kChunkMax && (C & (C - 1)) == 0));
-      const int64_t items = (total + C - 1) / C;
-      if (items <= W && items * 10 >= int64_t{W} * 9) {
-        // One round: the smallest size whose items still fit the warps.
-        BOOST_TEST(C <= wi::kOneRoundMax);
-        if (C > wi::kChunkMin) BOOST_TEST((total + C / 2 - 1) / (C / 2) > W);
-        continue;
+  for (int D : {64, 128, 256})
+    for (int W : {64, 1056, 4096}) {
+      for (int64_t total : {int64_t{1}, int64_t{1000}, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24,
+                            int64_t{1} << 26, int64_t{131072} * 64 * 32}) {
+        const int C = wi::auto_chunk(total, W, D);
+        BOOST_TEST_REQUIRE((C >= wi::kChunkMin && C <= wi::chunk_max(D) && (C & (C - 1)) == 0));
+        const int64_t items = (total + C - 1) / C;
+        if (items <= W && items * 10 >= int64_t{W} * 9) {
+          // One round: the smallest size whose items still fit the warps.
+          BOOST_TEST(C <= wi::kOneRoundMax);
+          if (C > wi::kChunkMin) BOOST_TEST((total + C / 2 - 1) / (C / 2) > W);
+          continue;
+        }
+        // Otherwise the largest size that still leaves chunk_rounds(C, D) items per warp.
+        if (C > wi::kChunkMin) BOOST_TEST(total >= int64_t{wi::chunk_rounds(C, D)} * W * C);
+        if (C < wi::chunk_max(D)) BOOST_TEST(total < int64_t{wi::chunk_rounds(2 * C, D)} * W * 2 * C);
       }
-      // Otherwise the largest size that still leaves chunk_rounds(C) items per warp.
-      if (C > wi::kChunkMin) BOOST_TEST(total >= int64_t{wi::chunk_rounds(C)} * W * C);
-      if (C < wi::kChunkMax) BOOST_TEST(total < int64_t{wi::chunk_rounds(2 * C)} * W * 2 * C);
     }
-  }
-  // The largest shape keeps 2048-key items; batch 1 at 32K gets the smallest, and
-  // at 127K one round of 1024-key items (Hkv 8) or 512-key items (Hkv 4).
-  BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 1056) == 2048);
-  BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 32768, 1056) == 256);
-  BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 130048, 1056) == 1024);
-  BOOST_TEST(wi::auto_chunk(int64_t{1} * 4 * 130048, 1056) == 512);
-  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 32768, 1056) == 512);  // one round would need 2048
+  // The sizes measured best on the H200 at D = 128 (1056 warps, docs/bench/tuning_h200.md §18):
+  // 4096-key items at batch 64, 127K, 1024 at batch 16, 32K with Hkv 8 (2048 would leave each
+  // warp two); batch 1 at 32K gets the smallest, and at 127K one round of 1024-key items
+  // (Hkv 8) or 512-key items (Hkv 4). D = 256 (528 warps) keeps 2048 as its largest size.
+  BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 1056, 128) == 4096);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 130048, 1056, 128) == 2048);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 8 * 32768, 1056, 128) == 1024);
+  BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 32768, 1056, 128) == 256);
+  BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 130048, 1056, 128) == 1024);
+  BOOST_TEST(wi::auto_chunk(int64_t{1} * 4 * 130048, 1056, 128) == 512);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 32768, 1056, 128) == 512);  // one round would need 2048
+  BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 528, 256) == 2048);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 8 * 32768, 528, 256) == 1024);
 }
 
 BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
@@ -183,7 +190,7 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
   };
   for (const Step& st : steps) {
     const int64_t keys = int64_t{st.batch} * st.hkv * st.ctx;
-    const int C = wi::auto_chunk(keys, 1056);
+    const int C = wi::auto_chunk(keys, 1056, 128);
     const int64_t items = (keys + C - 1) / C;
     BOOST_TEST(wi::kv_evict_first_auto(items, C, 128) == st.evict_first,
                st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " evict_first");
@@ -205,7 +212,8 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
     const int max_ctx = 1 + static_cast<int>(rng() % (t % 4 == 0 ? 131072 : 6000));
     const int W = 32 * (1 + static_cast<int>(rng() % 40));
     const int fixed = t % 5 == 0 ? 16 << (rng() % 8) : 0;
-    const int64_t bound = wi::max_items_bound(int64_t{max_batch} * hkv * max_ctx, max_batch * hkv, W, fixed);
+    const int D = 64 << (t % 3);
+    const int64_t bound = wi::max_items_bound(int64_t{max_batch} * hkv * max_ctx, max_batch * hkv, W, fixed, D);
     const int N = 1 + static_cast<int>(rng() % max_batch);
     const int r = static_cast<int>(rng() % 300), F = static_cast<int>(rng() % 5);
     std::vector<int> lens(N);
@@ -214,7 +222,7 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
       l = t % 3 == 0 ? max_ctx : 1 + static_cast<int>(rng() % max_ctx);
       total += int64_t{hkv} * l;
     }
-    wi::Cut cut = wi::step_cut(total, W, fixed);
+    wi::Cut cut = wi::step_cut(total, W, fixed, D);
     // Groups with hits; in every other step all of them start their band after the sinks,
     // near the end (all-hit).
     std::vector<wi::GroupDesc> groups;

@@ -262,8 +262,9 @@ struct EngineConfig {
   int max_context = kMaxContext;  //!< largest kv_len any step may have (≤ kMaxContext)
   int ring = 512;        //!< M
   int kv_chunk = 0;      //!< keys per work item of the amend kernel; 0: chosen per step on
-                         //!<  the device from the kv_lens (a power of two in 256..2048 that
-                         //!<  leaves every warp several items; 64 in a MAC step of ≤ 128
+                         //!<  the device from the kv_lens (a power of two in 256..4096 at
+                         //!<  D = 128, 256..2048 otherwise, that leaves every warp several
+                         //!<  items; 64 in a MAC step of ≤ 128
                          //!<  KV-head groups where every head hit and each group reads
                          //!<  ≤ 1024 keys); else a power of two ≥ 16.
                          //!<  Part of the reduction order, so full attention and MAC share it
