@@ -152,31 +152,40 @@ struct SelfTables {
   int* elig;  // [N] 1 if the row is eligible (MAC)
 };
 
+/*! \brief Group gi's ranges from the tables (the row's position, the band start as
+ *  self_schedule clamped it) and whether its row is eligible (which cut it takes). */
+__device__ inline GroupOf self_group(const KParams& p, const SelfTables& t, int gi) {
+  const int row = gi / p.Hkv;
+  GroupDesc g = make_group(t.m[row], false, 0, p.r, p.F);
+  g.lo = t.lo[gi];
+  return GroupOf{g, t.elig[row] != 0};
+}
+
 /*! \brief The step's schedule, computed by every block of the amend kernel into its own shared
  *  memory, so a step needs no schedule kernel and no item waits on a global lookup: the halves
  *  of the schedule kernel (schedule.cuh), hence the same items and bits. Block 0 also writes
- *  what the combine reads (rows, groups, group_off, the cut: store_cut) and the error
- *  flags. The rows' inputs are step inputs, complete before the step's first kernel started,
- *  so they are read before waiting for the kernel before this one (K1 in a MAC step); K1's
- *  plans after. Block-wide. */
+ *  what the combine reads (rows, groups, group_off, the cuts: store_cuts) and the error
+ *  flags. The rows' inputs are step inputs, complete before the step's first kernel
+ *  started, so they are read before waiting for the kernel before this one (K1 in a MAC step);
+ *  K1's plans after. Block-wide. */
 template <int kThreads>
-__device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
+__device__ StepCuts self_schedule(const KParams& p, const SelfTables& t) {
   const int ng = p.N * p.Hkv;
   const bool writer = blockIdx.x == 0;
-  Cut cut = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
+  StepCuts cuts = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
     t.m[row] = ri.valid ? ri.m : -1;
     t.elig[row] = ri.eligible;
   });
   wait_prior_grid_then_release_next();  // K1's plans are read below
   const int total = schedule_groups<kThreads>(
-      p, cut,
+      p, cuts,
       [&](int gi) {
         const int row = gi / p.Hkv;
         const bool el = t.elig[row] != 0;
         const GroupDesc g = make_group(t.m[row], el, el ? group_band_lo(p, row, gi % p.Hkv) : INT_MAX, p.r, p.F);
         t.lo[gi] = g.lo;
         if (writer) p.groups[gi] = g;
-        return g;
+        return GroupOf{g, el};
       },
       [&](int gi, int first) {
         t.off[gi] = first;
@@ -186,11 +195,11 @@ __device__ Cut self_schedule(const KParams& p, const SelfTables& t) {
     t.off[ng] = total;
     if (writer) {
       p.group_off[ng] = total;
-      store_cut(p, cut);
+      store_cuts(p, cuts);
     }
   }
   __syncthreads();
-  return cut;
+  return cuts;
 }
 
 /*! \brief Items a warp takes statically after its first (gw + W, gw + 2W, gw + 3W: the
@@ -216,19 +225,20 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // from what the schedule kernel wrote.
   SelfTables tab{};
   int total;
-  Cut cut;
+  StepCuts cuts;
   if (p.self_schedule) {
     tab.off = reinterpret_cast<int*>(smem + Cfg::kSmem);
     tab.lo = tab.off + ng + 1;
     tab.m = tab.lo + ng;
     tab.elig = tab.m + p.N;
-    cut = self_schedule<Cfg::kThreads>(p, tab);
+    cuts = self_schedule<Cfg::kThreads>(p, tab);
     total = tab.off[ng];
   } else {
     wait_prior_grid_then_release_next();  // the schedule kernel's outputs are read below
     total = __ldg(p.group_off + ng);
-    cut = load_cut(p);
+    cuts = load_cuts(p);
   }
+  const int lg_exact = cuts.exact.lg, lg_elig = cuts.elig.lg;
   const int W = gridDim.x * Cfg::kWarps;
   // First item of each warp: block-major, so that a step with fewer items than warps still
   // spreads them over every SM. Its next kStaticClaims items follow statically (gw + W, …),
@@ -273,8 +283,13 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     if (c < total) gi = p.self_schedule ? item_group_search(tab.off, ng, c) : __ldg(p.item_group + c);
     return Claimed{c, gi};
   };
-  struct Pending {  // an item whose group description (and page-table row) is in flight
-    int c, gi, off, ptrow;
+  // An item whose group description (and page-table row) is in flight. Bit kEligBit of
+  // ptrow_el says whether its row is eligible (its items are cut at cuts.elig, else at
+  // cuts.exact): no register of its own through the pipeline, where the D = 256 kernel has
+  // none to spare (page-table rows are far below 2^30).
+  constexpr int kEligBit = 1 << 30;
+  struct Pending {
+    int c, gi, off, ptrow_el;
     GroupDesc g;
   };
   auto fetch = [&](Claimed ig) {
@@ -283,21 +298,22 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     const int gi = ig.gi;
     n.gi = gi;
     n.off = 0;
-    n.ptrow = 0;
+    n.ptrow_el = 0;
     n.g = GroupDesc{0, 0, 0, 0};
     if (gi >= 0) {
       const int row = gi / p.Hkv;
+      bool el;
       if (p.self_schedule) {
-        // The ranges of the row's position; the band start as self_schedule clamped it (so the
-        // eligibility need not be read again: 6 registers more in the hot loop if it is).
-        n.g = make_group(tab.m[row], false, 0, p.r, p.F);
-        n.g.lo = tab.lo[gi];
+        const GroupOf go = self_group(p, tab, gi);
+        n.g = go.g;
+        el = go.el;
         n.off = tab.off[gi];
       } else {
         n.g = p.groups[gi];
+        el = p.rows[row].eligible != 0;
         n.off = __ldg(p.group_off + gi);
       }
-      n.ptrow = p.row_pt ? __ldg(p.row_pt + row) : row;
+      n.ptrow_el = (p.row_pt ? __ldg(p.row_pt + row) : row) | (el ? kEligBit : 0);
     }
     return n;
   };
@@ -309,9 +325,10 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
       d.ptrow = d.hk = d.a = d.b = d.cat = d.ntiles = 0;
       return d;
     }
-    const ItemRange r = group_item(n.g, n.c - n.off, cut);
+    const int lg = (n.ptrow_el & kEligBit) ? lg_elig : lg_exact;
+    const ItemRange r = group_item(n.g, n.c - n.off, Cut{1 << lg, lg});
     d.row = n.gi / p.Hkv;
-    d.ptrow = n.ptrow;
+    d.ptrow = n.ptrow_el & (kEligBit - 1);
     d.hk = n.gi % p.Hkv;
     d.a = r.a;
     d.b = r.b;
@@ -341,7 +358,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   auto page_of = [&](const ItemDesc& d, int key) {
     return __ldg(p.page_table + static_cast<int64_t>(d.ptrow) * p.max_pages + page_index(key));
   };
-  const bool kv_ef = p.kv_evict_first < 0 ? kv_evict_first_auto(total, cut.C, D) : p.kv_evict_first != 0;
+  const bool kv_ef = p.kv_evict_first < 0 ? kv_evict_first_auto(total, cuts.elig.C, D) : p.kv_evict_first != 0;
   const uint64_t kv_pol = kv_evict_first_policy();
   int ld_key = tile_key(ld, 0);
   int ld_page = page_of(ld, ld_key);

@@ -48,12 +48,12 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   if (!k3_only && wid == 0 && threadIdx.x == 0) p.work[kWorkClaims] = 0;
   if (wid >= p.N * p.Hq) return;
   const int row = wid / p.Hq, h = wid % p.Hq, hk = h / p.G, gl = h % p.G;
-  // The row, the step's cut and the group's ranges and first item are loaded together, in
-  // one round trip (none of their addresses depends on another's value; the group's entries
-  // exist for an invalid row too), not the row first and the rest after its validity test.
+  // The row, the step's cuts and the group's ranges and first item are loaded together, in one round trip (none of their addresses depends on another's value; the
+  // group's entries exist for an invalid row too), not the row first and the rest after its
+  // validity test.
   const int gi = row * p.Hkv + hk;
   const RowInfo ri = p.rows[row];
-  const Cut cut = load_cut(p);
+  const StepCuts cuts = load_cuts(p);
   const GroupDesc g = p.groups[gi];
   const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off, items = p.group_off[p.N * p.Hkv];
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     MergeAcc<V> all, sink, band, tail;  // this warp's share of each merge
     const int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
     // The category of each item follows from the group's counts, computed once per warp.
-    const GroupCounts n = group_counts(g, cut);
+    const GroupCounts n = group_counts(g, cuts.of(ri.eligible != 0));
     // Loads of U items are issued before their (ordered) merges: the merge order stays the
     // item order, the memory latency is paid once per U items (the chain that sets a short
     // step's combine time: 32 items per warp at batch 1, 127K, Hkv 4).
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     // The combine is the partials' last reader unless K3 runs beside it on the side stream
     // (which reads the band partials too). Where it drops their lines: parts_discard_auto.
     const bool discard = (p.k3_in_combine || p.mode != kModeMac) &&
-                         (p.parts_discard < 0 ? parts_discard_auto(items, cut.C, D) : p.parts_discard != 0);
+                         (p.parts_discard < 0 ? parts_discard_auto(items, cuts.elig.C, D) : p.parts_discard != 0);
     for (int k0 = k_lo; k0 < k_hi; k0 += U) {
       float l2[U];
       float o[U][V];

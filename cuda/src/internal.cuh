@@ -43,10 +43,12 @@ __device__ __forceinline__ void wait_prior_grid_then_release_next() {
 
 /*! \brief Slots of the workspace's `work` ints. */
 enum WorkSlot : int {
-  kWorkC = 0,       // the step's item size C (store_cut; read back by Engine::last_chunk)
-  kWorkClaims = 1,  // the amend kernel's dynamic item counter (reset by the combine)
-  kWorkLgC = 2,     // log2 C
-  kWorkInts = 3
+  kWorkC = 0,          // item size of eligible rows (store_cuts; read back by Engine::last_chunk)
+  kWorkClaims = 1,     // the amend kernel's dynamic item counter (reset by the combine)
+  kWorkLgC = 2,        // its log2
+  kWorkCExact = 3,     // item size of rows that are not eligible (the exact cut)
+  kWorkLgCExact = 4,   // its log2
+  kWorkInts = 5
 };
 
 /*! \brief Row modes of one launch. */
@@ -124,7 +126,7 @@ struct KParams {
   float* diag_d2;
   int32_t* diag_keys_read;
   // work decomposition
-  int chunk;          // keys per work item when fixed by the config; 0: chosen per step (work[kWorkC])
+  int chunk;          // keys per work item when fixed by the config; 0: chosen per step (StepCuts)
   int warps_total;    // W: resident warps of the persistent amend grid
   int k3_in_combine;  // 1: combine writes the ring entry (K3 fused)
   int self_schedule;  // 1: the amend kernel computes the schedule (no schedule kernel)
@@ -140,7 +142,7 @@ struct KParams {
   GroupDesc* groups;     // [N, Hkv]
   int* group_off;        // [N·Hkv + 1] exclusive scan of item counts
   int* item_group;       // [max_items] group (row·Hkv + hk) of each item
-  int* work;             // [kWorkInts]: the step's cut and the amend kernel's item counter (WorkSlot)
+  int* work;             // [kWorkInts]: the step's cuts and the amend kernel's item counter (WorkSlot)
   float* part_o;         // [max_items, G, D] normalised partial outputs
   float* part_lse2;      // [max_items, G] base-2 partial LSE
   int max_items;
@@ -202,11 +204,13 @@ __device__ inline int group_band_lo(const KParams& p, int row, int hk) {
   return band_lo;
 }
 
-/*! \brief The step's cut, as the schedule kernel chose it. */
-__device__ inline Cut load_cut(const KParams& p) {
-  Cut c;
-  c.C = __ldg(p.work + kWorkC);
-  c.lg = __ldg(p.work + kWorkLgC);
+/*! \brief The step's cuts, as the schedule stored them (store_cuts). */
+__device__ inline StepCuts load_cuts(const KParams& p) {
+  StepCuts c;
+  c.elig.C = __ldg(p.work + kWorkC);
+  c.elig.lg = __ldg(p.work + kWorkLgC);
+  c.exact.C = __ldg(p.work + kWorkCExact);
+  c.exact.lg = __ldg(p.work + kWorkLgCExact);
   return c;
 }
 

@@ -187,10 +187,10 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
   constexpr int kThreads = 1024;
   wait_prior_grid_then_release_next();  // in a MAC step, K1's plans are read below
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
-  Cut cut = schedule_rows<kThreads>(p, true, [](int, const RowInfo&) {});
+  StepCuts cuts = schedule_rows<kThreads>(p, true, [](int, const RowInfo&) {});
   // The row tables are read again per group (L1 hits after the rows' half).
   const int total = schedule_groups<kThreads>(
-      p, cut,
+      p, cuts,
       [&](int gi) {
         const int row = gi / p.Hkv, hk = gi % p.Hkv;
         // The group's earliest band start, read beside the row's loads rather than after
@@ -199,12 +199,12 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
         const RowInfo ri = row_info(p, row);
         const GroupDesc g = make_group(ri.valid ? ri.m : -1, ri.eligible, band_lo, p.r, p.F);
         p.groups[gi] = g;
-        return g;
+        return GroupOf{g, ri.eligible != 0};
       },
       [&](int gi, int first) { p.group_off[gi] = first; });
   if (tid == 0) {
     p.group_off[ng] = total;
-    store_cut(p, cut);
+    store_cuts(p, cuts);
   }
   __syncthreads();  // group_off complete and visible to the block
   // Item → group table, one warp per group, coalesced.

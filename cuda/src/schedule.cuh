@@ -11,16 +11,16 @@
 
 namespace mac::cuda::detail {
 
-/*! \brief Rows' half: every row's RowInfo, handed to `keep(row, ri)`, and the step's cut from
- *  their keys (Σ Hkv·kv_len over valid rows: the step's full-attention work). `writer`: this
- *  block also stores the rows where the combine reads them and raises the error flags of
- *  invalid rows (the cut is stored after the groups' half, which may change it: store_cut).
- *  Block-wide; returns the cut to every thread. */
+/*! \brief Rows' half: every row's RowInfo, handed to `keep(row, ri)`, and the step's cuts
+ *  from their keys (Σ Hkv·kv_len over valid rows: the step's full-attention work). `writer`:
+ *  this block also stores the rows where the combine reads them and raises the error flags of
+ *  invalid rows (the cuts are stored after the groups' half, which may change the eligible
+ *  one: store_cuts). Block-wide; returns the cuts to every thread. */
 template <int kThreads, class Keep>
-__device__ Cut schedule_rows(const KParams& p, bool writer, Keep keep) {
+__device__ StepCuts schedule_rows(const KParams& p, bool writer, Keep keep) {
   using Sum = cub::BlockReduce<long long, kThreads>;
   __shared__ typename Sum::TempStorage tmp;
-  __shared__ Cut s_cut;
+  __shared__ StepCuts s_cuts;
   const int tid = threadIdx.x;
   long long keys = 0;
   for (int row = tid; row < p.N; row += kThreads) {
@@ -33,58 +33,63 @@ __device__ Cut schedule_rows(const KParams& p, bool writer, Keep keep) {
     }
   }
   keys = Sum(tmp).Sum(keys);
-  if (tid == 0) s_cut = step_cut(keys, p.warps_total, p.chunk, p.D);
+  if (tid == 0) s_cuts = step_cuts(keys, p.warps_total, p.chunk, p.D, p.mode == kModeMac);
   __syncthreads();
-  return s_cut;
+  return s_cuts;
 }
 
-/*! \brief Groups' half: each group's ranges `group(gi)` (a GroupDesc, which the callback may
- *  also store; asked for once per group), its item count under `cut`, and the exclusive scan
- *  of the counts: group gi's first item, handed to `keep(gi, first_item)`. A MAC step of at
- *  most kFineMaxGroups groups, all of them all-hit (fine_ok), takes the items of fine_cut
- *  unless the config fixes the item size: the vote is taken in the same pass, before the
- *  counts. Block-wide; returns the step's item total to every thread and sets `cut` to the
- *  step's cut, read back from shared memory (held in registers as the vote's select, it made
- *  the D = 256 amend kernel spill 40 bytes instead of 20). */
+/*! \brief Groups' half: each group's ranges and eligibility `group(gi)` (a GroupOf, which the
+ *  callback may also store; asked for once per group), its
+ *  item count under its row's cut, and the exclusive scan of the counts: group gi's first
+ *  item, handed to `keep(gi, first_item)`. A MAC step of at most kFineMaxGroups groups, all
+ *  of them all-hit (fine_ok), takes fine_cut of the eligible cut unless the config fixes the
+ *  item size: the vote is taken in the same pass, before the counts. Block-wide; returns the
+ *  step's item total to every thread and sets `cuts` to the step's cuts, read back from shared
+ *  memory (held in registers as the vote's select, the cut made the D = 256 amend kernel spill
+ *  40 bytes instead of 20). */
 template <int kThreads, class Group, class Keep>
-__device__ int schedule_groups(const KParams& p, Cut& cut, Group group, Keep keep) {
+__device__ int schedule_groups(const KParams& p, StepCuts& cuts, Group group, Keep keep) {
   static_assert(kFineMaxGroups <= kThreads, "a fine step's groups fit one pass");
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   __shared__ int carry;
-  __shared__ Cut s_cut;
+  __shared__ StepCuts s_cuts;
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
   const bool may_fine = p.mode == kModeMac && p.chunk == 0 && ng <= kFineMaxGroups;  // one pass
   if (tid == 0) {
     carry = 0;
-    s_cut = cut;
+    s_cuts = cuts;
   }
   __syncthreads();
   for (int base = 0; base < ng; base += kThreads) {
     const int gi = base + tid;
-    GroupDesc g{0, 0, 0, 0};
-    if (gi < ng) g = group(gi);
-    if (may_fine && __syncthreads_and(fine_ok(g))) cut = fine_cut(cut);
-    const int cnt = gi < ng ? group_item_count(g, cut) : 0;
+    GroupOf go{{0, 0, 0, 0}, false};
+    if (gi < ng) go = group(gi);
+    if (may_fine && __syncthreads_and(fine_ok(go.g))) cuts.elig = fine_cut(cuts.elig);
+    const int cnt = gi < ng ? group_item_count(go.g, cuts.of(go.el)) : 0;
     int excl, agg;
     Scan(tmp).ExclusiveSum(cnt, excl, agg);
     if (gi < ng) keep(gi, carry + excl);
     __syncthreads();
     if (tid == 0) {
       carry += agg;
-      s_cut = cut;
+      s_cuts = cuts;
     }
     __syncthreads();
   }
-  cut = s_cut;
+  cuts = s_cuts;
   return carry;
 }
 
-/*! \brief The step's cut where the combine (and the amend kernel after the schedule kernel)
- *  reads it: load_cut. One thread of the writing block, after schedule_groups. */
-__device__ inline void store_cut(const KParams& p, const Cut& cut) {
-  p.work[kWorkC] = cut.C;
-  p.work[kWorkLgC] = cut.lg;
+/*! \brief The step's cuts where the combine (and the amend kernel after the schedule kernel)
+ *  reads them: load_cuts. One thread of the writing block, after schedule_groups.
+ *  work[kWorkC] is the eligible rows' size, which Engine::last_chunk reports (the exact cut's
+ *  in full and prefill steps). */
+__device__ inline void store_cuts(const KParams& p, const StepCuts& cuts) {
+  p.work[kWorkC] = cuts.elig.C;
+  p.work[kWorkLgC] = cuts.elig.lg;
+  p.work[kWorkCExact] = cuts.exact.C;
+  p.work[kWorkLgCExact] = cuts.exact.lg;
 }
 
 }  // namespace mac::cuda::detail

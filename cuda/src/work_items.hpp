@@ -24,11 +24,12 @@ struct GroupDesc {
 
 // ---------------------------------------------------------------------------------------
 // Work items: per group the key axis is cut at multiples of C and at s_e and em, so every
-// item lies in exactly one of sinks / band / tail. The cut depends only on (m, r, F, C) and
-// the group's lo, and C only on the step's kv_lens, N, Hkv and the grid (and, for an all-hit
-// MAC step, on its being one: fine_cut below); full attention and ineligible MAC rows
-// (lo = s_e) therefore get the same items and, with the same arithmetic, bit-identical
-// results.
+// item lies in exactly one of sinks / band / tail. A step has two cuts (StepCuts), both
+// depending only on its kv_lens, N, Hkv and the grid. Rows that are not eligible (full
+// attention, prefill, ineligible MAC rows: lo = s_e) take the exact cut: the same items in a
+// full step and in a MAC step, hence with the same arithmetic bit-identical results. Eligible
+// MAC rows take the eligible cut, whose rule prefers smaller items (a MAC step reads far
+// fewer keys than its kv_lens say), and, in an all-hit step, fine_cut of it.
 // ---------------------------------------------------------------------------------------
 
 /*! \brief Cells of 2^lg keys that [a, b) touches (item sizes are powers of two: shifts, no
@@ -41,47 +42,70 @@ MAC_HD inline int log2_exact(int C) {
 }
 MAC_HD inline bool is_pow2(int C) { return C > 0 && (C & (C - 1)) == 0; }
 
-constexpr int kChunkMin = 256, kChunkMax = 4096;  // kChunkMax: the largest of any head dim
+constexpr int kChunkMin = 256, kChunkMax = 2048;
 
 /*! \brief How one step cuts its groups: keys per item (a power of two ≥ 16) and its log2. */
 struct Cut {
   int C, lg;
 };
 
-// Item size chosen per step on the device when the config leaves it open. A small step
-// that fills the W warps of the persistent grid in one round (the smallest C ≤ kOneRoundMax
-// with total/C ≤ W, if that is ≥ 90% of W) takes it: one item per warp, no second round.
-// Otherwise the largest power of two C in [kChunkMin, chunk_max(D)] that still gives each
-// warp at least chunk_rounds(C, D) items. Larger items write fewer partial states (G·D·4
-// bytes each, written and read back); smaller ones keep every warp streaming to the end.
-// Measured on the H200 (docs/bench/tuning_h200.md §4, §18): at D = 128, 2048- and 4096-key
-// items with ≥ 3 items per warp beat 1024 at 9 of the 12 batch ≥ 16 points (by up to 3.4 %,
-// and by 1 % or less where they lose), while ~2 items per warp cost up to 18 %; at D = 256
-// 2048-key items with 3.9 items per warp cost 15 % (16/32K/Hkv 8), so the other head dims
-// keep 2048 as the largest size and 8 items per warp for it (D = 64: not measured).
+// Item size chosen per step on the device when the config leaves it open, from the step's
+// keys (Σ Hkv·kv_len). A small step that fills the W warps of the persistent grid in one
+// round (the smallest C ≤ kOneRoundMax with keys/C ≤ W, if that is ≥ 90% of W) takes it: one
+// item per warp, no second round. Otherwise the largest power of two C in [kChunkMin,
+// kChunkMax] that still gives each warp at least chunk_rounds(C, D, eligible) items. Larger
+// items write fewer partial states (G·D·4 bytes each, written and read back); smaller ones
+// keep every warp streaming to the end. Measured on the H200 (docs/bench/tuning_h200.md §4,
+// §18): for full attention at D = 128, 2048-key items with 3.9 items per warp beat 1024
+// (16/64K/Hkv 8 1.4–1.8 %, 16/127K/Hkv 4 3.5 %, 64/32K/Hkv 4 1.3 %, 64/64K/Hkv 4 1.1 %; 16/127K/
+// Hkv 8 0.9 % slower), while 2 per warp cost up to 18 % and 4096 did not pay. The eligible cut
+// keeps 8 items per warp for 2048: cut that way, MAC steps in which 5 % of the heads miss were
+// up to 11 % slower (16/127K/Hkv 4), their few long miss groups being too few items for the
+// warps. At D = 256, 2048-key items with 3.9 items per warp cost 15 % (16/32K/Hkv 8), so both
+// cuts keep 8 there (D = 64: not measured).
 constexpr int kOneRoundMax = 1024;
-MAC_HD inline int chunk_max(int D) { return D == 128 ? 4096 : 2048; }
-MAC_HD inline int chunk_rounds(int C, int D) { return D != 128 && C > 1024 ? 8 : 3; }
+MAC_HD inline int chunk_rounds(int C, int D, bool eligible) { return (D != 128 || eligible) && C > 1024 ? 8 : 3; }
 MAC_HD inline bool one_round(int64_t total_keys, int warps, int C) {
   const int64_t items = (total_keys + C - 1) / C;
   return items <= warps && items * 10 >= int64_t{warps} * 9;
 }
-MAC_HD inline int auto_chunk(int64_t total_keys, int warps, int D) {
+MAC_HD inline int auto_chunk(int64_t total_keys, int warps, int D, bool eligible) {
   for (int C = kChunkMin; C <= kOneRoundMax; C *= 2)
     if ((total_keys + C - 1) / C <= warps) {
       if (one_round(total_keys, warps, C)) return C;
       break;
     }
-  int C = chunk_max(D);
-  while (C > kChunkMin && total_keys < static_cast<int64_t>(chunk_rounds(C, D)) * warps * C) C /= 2;
+  int C = kChunkMax;
+  while (C > kChunkMin && total_keys < static_cast<int64_t>(chunk_rounds(C, D, eligible)) * warps * C) C /= 2;
   return C;
 }
-MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk, int D) {
+MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk, int D, bool eligible) {
   Cut c;
-  c.C = fixed_chunk > 0 ? fixed_chunk : auto_chunk(total_keys, warps, D);
+  c.C = fixed_chunk > 0 ? fixed_chunk : auto_chunk(total_keys, warps, D, eligible);
   c.lg = log2_exact(c.C);
   return c;
 }
+
+/*! \brief A step's two cuts: `exact` for rows that are not eligible, `elig` for eligible MAC
+ *  rows (equal to `exact` in full and prefill steps, and when the config fixes the size). */
+struct StepCuts {
+  Cut exact, elig;
+  // By value, selected field by field: a reference would take the address of registers.
+  MAC_HD Cut of(bool eligible) const { return Cut{eligible ? elig.C : exact.C, eligible ? elig.lg : exact.lg}; }
+};
+/*! \brief A group's ranges and whether its row is eligible (which of the step's cuts it takes). */
+struct GroupOf {
+  GroupDesc g;
+  bool el;
+};
+/*! \brief The step's cuts from its keys (Σ Hkv·kv_len over valid rows). */
+MAC_HD inline StepCuts step_cuts(int64_t keys, int warps, int fixed_chunk, int D, bool mac) {
+  StepCuts c;
+  c.exact = step_cut(keys, warps, fixed_chunk, D, false);
+  c.elig = mac ? step_cut(keys, warps, fixed_chunk, D, true) : c.exact;
+  return c;
+}
+
 // An all-hit MAC step reads a few hundred keys per group (band ≤ M, tail r, sinks F). Cut at
 // the step's C, chosen from the groups' full lengths, a group's band and tail are one or two
 // items of up to C keys, and the step lasted as long as one warp takes to stream C keys
@@ -97,8 +121,8 @@ MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk, int D
 // A group qualifies (fine_ok) if it has no keys, or its band starts after its sinks (no head
 // missed: a miss head's band starts at the sinks' end) and it reads at most kFineMaxKeys keys,
 // which bounds its items (kFineMaxItems) whatever M, r and F are. Full attention and
-// ineligible rows (lo = s_e) never qualify, so a step with one keeps its C, and their items
-// and bits.
+// ineligible rows (lo = s_e) never qualify, so a step with one keeps its eligible cut (and
+// they their exact cut, items and bits in any case).
 constexpr int kFineLg = 6, kFineC = 1 << kFineLg;
 constexpr int kFineMaxKeys = 1024;
 constexpr int kFineMaxGroups = 128;
@@ -109,23 +133,24 @@ constexpr int kFineMaxItems = kFineMaxKeys / kFineC + 6;
 MAC_HD inline bool fine_ok(const GroupDesc& g) {
   return g.end <= 0 || (g.lo > g.s_e && g.s_e + (g.end - g.lo) <= kFineMaxKeys);
 }
-/*! \brief The cut of an all-hit step: kFineC-key items (C's, if smaller). */
+/*! \brief The eligible cut of an all-hit step: kFineC-key items (C's, if smaller). */
 MAC_HD inline Cut fine_cut(const Cut& c) { return c.C > kFineC ? Cut{kFineC, kFineLg} : c; }
 
 /*! \brief Upper bound of the items of one step: cells of ≤ C keys plus, per group, one
- *  rounded-up cell and ≤ 3 cuts. With the automatic size, C < chunk_max(D) is chosen only
- *  when total < chunk_rounds(2C, D)·W·2C (fewer than 2·chunk_rounds(2C, D)·W cells) or, by
- *  the one-round rule, when total/C ≤ W; and an all-hit step of ≤ kFineMaxGroups groups has
- *  at most kFineMaxItems items per group. */
+ *  rounded-up cell and ≤ 3 cuts. With the automatic size, the eligible rule (never larger
+ *  items than the exact rule, so it bounds both cuts' cells) chooses C < kChunkMax only when
+ *  total < chunk_rounds(2C)·W·2C (fewer than 2·chunk_rounds(2C)·W cells) or, by the one-round
+ *  rule, when total/C ≤ W; and an all-hit step of ≤ kFineMaxGroups groups has at most
+ *  kFineMaxItems items per group. */
 MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps, int fixed_chunk, int D) {
   int64_t cells = 0;
   if (fixed_chunk > 0) {
     cells = (total_keys_max + fixed_chunk - 1) / fixed_chunk;
   } else {
-    for (int C = kChunkMin; C <= chunk_max(D); C *= 2) {
+    for (int C = kChunkMin; C <= kChunkMax; C *= 2) {
       int64_t n = (total_keys_max + C - 1) / C;
-      if (C < chunk_max(D)) {
-        const int64_t lim = int64_t{2} * chunk_rounds(2 * C, D) * warps;
+      if (C < kChunkMax) {
+        const int64_t lim = int64_t{2} * chunk_rounds(2 * C, D, true) * warps;
         n = n < lim ? n : lim;
       }
       cells = n > cells ? n : cells;
@@ -138,7 +163,8 @@ MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int wa
 }
 
 /*! \brief The K/V bytes of a step as its two per-step L2 policies estimate them: items·C keys
- *  of 4·D bytes (K and V in bf16; an upper bound, cells are rounded up per group). */
+ *  of 4·D bytes (K and V in bf16; an upper bound, cells are rounded up per group), C being the
+ *  eligible cut's (the exact cut's in full and prefill steps). */
 MAC_HD inline int64_t step_kv_bytes(int64_t items, int C, int D) { return items * C * 4 * D; }
 
 /*! \brief Whether a step streams its keys and values with an L2 evict_first policy: when they

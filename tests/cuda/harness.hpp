@@ -55,6 +55,7 @@ struct Stats {
   long decision_mismatch = 0, heads = 0, hits = 0, bit_mismatch = 0, bit_checked = 0, entries = 0;
   long all_hit_steps = 0;  //!< steps in which the reference hit on every head of every row
   long item_size_mismatch = 0;  //!< steps whose item size contradicts the reference's decisions
+  long two_cut_steps = 0;  //!< steps whose eligible rows took another item size than the exact cut
   uint64_t out_hash = 14695981039346656037ull;  //!< FNV-1a over every step's out and lse bits, MAC then full
 };
 

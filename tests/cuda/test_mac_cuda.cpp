@@ -27,9 +27,10 @@ void check_stats(const Stats& s) {
 
 // The step's item size (Engine::last_chunk) against the reference's decisions: with the size
 // left open, a step of at most kFineMaxGroups (128) groups (N·Hkv) in which every head hit
-// takes kFineC = 64-key items (work_items.hpp, fine_cut: the cases' rings, tails and sinks are
-// far below its 1024-key limit) and any other step a size of 256 or more; a fixed size is kept
-// by every step.
+// takes kFineC = 64-key items for its eligible rows (work_items.hpp, fine_cut: the cases'
+// rings, tails and sinks are far below its 1024-key limit) and any other step a size of 256
+// or more; a fixed size is kept by every step. Steps whose eligible rows take another size
+// than the exact cut of full attention (not the 64-key one) are counted.
 void check_item_size(Harness& hx, const CaseSpec& c, void* stream, Stats& st) {
   namespace wi = mac::cuda::detail;
   int chunk = 0;
@@ -40,7 +41,24 @@ void check_item_size(Harness& hx, const CaseSpec& c, void* stream, Stats& st) {
     std::printf("[FAIL] item size %d in a step with all-hit %d, %d groups\n", chunk, hx.last_all_hit() ? 1 : 0,
                 hx.batch() * c.Hkv);
   }
+  // The full-attention engine's item size of the same step is the exact cut, which the MAC
+  // step's rows that are not eligible take (their bits are compared in check_step).
+  int exact = 0;
+  MAC_CHECK(hx.full_engine().last_chunk(&exact, stream));
+  if (exact != chunk && chunk != wi::kFineC) ++st.two_cut_steps;
 }
+
+/*! \brief Sets an environment variable for the engines created in its scope (the engines'
+ *  experiment and test switches), then restores it. */
+struct ScopedEnv {
+  std::string name, old;
+  bool had;
+  ScopedEnv(const char* n, const char* v) : name(n), had(std::getenv(n) != nullptr) {
+    if (had) old = std::getenv(n);
+    setenv(n, v, 1);
+  }
+  ~ScopedEnv() { had ? setenv(name.c_str(), old.c_str(), 1) : unsetenv(name.c_str()); }
+};
 
 Stats run_steps(const CaseSpec& c, bool graph) {
   Harness hx(c);
@@ -123,10 +141,10 @@ BOOST_AUTO_TEST_CASE(page_sizes) {
 }
 
 BOOST_AUTO_TEST_CASE(large_items) {
-  // 4096-key items, the largest size the automatic rule picks (D = 128, steps of ≥ 13 M keys,
-  // too large for the reference here, so fixed): groups of 1–4 items, each range cut at
-  // multiples of 4096 with partial cells at both ends (contexts 4100, 9037, 12300; F = 4
-  // sinks). Row 0 starts below gen_min: bit-identical to full attention with the same items.
+  // Items of 4096 keys, a fixed kv_chunk above every automatic size (2048): groups of 1–4
+  // items, each range cut at multiples of 4096 with partial cells at both ends (contexts
+  // 4100, 9037, 12300; F = 4 sinks). Row 0 starts below gen_min: bit-identical to full
+  // attention with the same items.
   CaseSpec c;
   c.chunk = 4096;
   c.F = 4;
@@ -139,6 +157,33 @@ BOOST_AUTO_TEST_CASE(large_items) {
   check_stats(s);
   BOOST_TEST(s.bit_checked > 0);
   BOOST_TEST(s.hits > 0);
+}
+
+BOOST_AUTO_TEST_CASE(eligible_rows_take_their_own_cut) {
+  // A MAC step cuts its eligible rows by the eligible rule and its other rows by the exact
+  // rule of full attention (work_items.hpp StepCuts): at D = 128 they differ for steps of
+  // 3·W to 8·W 2048-key items. With the persistent grid capped at 2 blocks (W = 8 warps; test
+  // switch MAC_CUDA_AMEND_BLOCKS), contexts of 8–13K are such a step: the exact cut takes
+  // 2048-key items, the eligible one 1024. Row 2 is below gen_min: its groups take the exact
+  // cut and stay bit-identical to full attention, whose engine runs under the same cap.
+  // Eager and from a captured graph.
+  ScopedEnv grid("MAC_CUDA_AMEND_BLOCKS", "2");
+  for (int graph = 0; graph < 2; ++graph) {
+    CaseSpec c;
+    c.prompt = {10037, 13000, 8000};
+    c.gen_min = 9000;
+    c.F = 4;
+    c.steps = 8;
+    c.seed = 950 + graph;
+    const Stats s = run_steps(c, graph != 0);
+    report("two cuts", c, s);
+    check_stats(s);
+    BOOST_TEST(s.bit_checked > 0);
+    BOOST_TEST(s.hits > 0);
+    BOOST_TEST(s.two_cut_steps > 0);
+    std::printf("[%s] two cuts: %ld of %d steps cut eligible rows apart from the exact cut\n",
+                s.two_cut_steps > 0 ? "OK" : "FAIL", s.two_cut_steps, c.steps);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(sinks_gen_min_readiness_side_stream) {
@@ -255,15 +300,6 @@ BOOST_AUTO_TEST_CASE(partial_states_discarded) {
   // the rows the step before discarded, and D = 64 and 256 (rows of 256 and 1024 bytes). A
   // line read after its discard and before its rewrite would hold stale or undefined
   // partials; every output and LSE bit must equal the same run without discards.
-  struct Env {  // sets the variable for the engines created in its scope, then restores it
-    std::string old;
-    bool had;
-    explicit Env(const char* v) : had(std::getenv("MAC_CUDA_PARTS_DISCARD") != nullptr) {
-      if (had) old = std::getenv("MAC_CUDA_PARTS_DISCARD");
-      setenv("MAC_CUDA_PARTS_DISCARD", v, 1);
-    }
-    ~Env() { had ? setenv("MAC_CUDA_PARTS_DISCARD", old.c_str(), 1) : unsetenv("MAC_CUDA_PARTS_DISCARD"); }
-  };
   for (int variant = 0; variant < 3; ++variant) {
     CaseSpec c;
     c.steps = variant == 0 ? 40 : 12;
@@ -276,11 +312,11 @@ BOOST_AUTO_TEST_CASE(partial_states_discarded) {
     const bool graph = variant == 0;
     Stats off, on;
     {
-      Env e("0");
+      ScopedEnv e("MAC_CUDA_PARTS_DISCARD", "0");
       off = run_steps(c, graph);
     }
     {
-      Env e("1");
+      ScopedEnv e("MAC_CUDA_PARTS_DISCARD", "1");
       on = run_steps(c, graph);
     }
     report("partials discarded", c, on);
@@ -291,7 +327,7 @@ BOOST_AUTO_TEST_CASE(partial_states_discarded) {
                 static_cast<unsigned long long>(off.out_hash));
   }
   // The switch is read (a value outside auto/0/1 is refused, naming it).
-  Env bad("2");
+  ScopedEnv bad("MAC_CUDA_PARTS_DISCARD", "2");
   std::unique_ptr<Engine> e;
   EngineConfig ec;
   ec.num_q_heads = 8;

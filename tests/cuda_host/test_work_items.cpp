@@ -54,7 +54,7 @@ void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
   }
 }
 
-wi::Cut cut_of(int C) { return wi::step_cut(0, 1, C, 128); }
+wi::Cut cut_of(int C) { return wi::step_cut(0, 1, C, 128, false); }
 wi::Cut fine_cut_of(int C) { return wi::fine_cut(cut_of(C)); }
 
 }  // namespace
@@ -141,42 +141,59 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
 
 BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
   for (int D : {64, 128, 256})
-    for (int W : {64, 1056, 4096}) {
-      for (int64_t total : {int64_t{1}, int64_t{1000}, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24,
-                            int64_t{1} << 26, int64_t{131072} * 64 * 32}) {
-        const int C = wi::auto_chunk(total, W, D);
-        BOOST_TEST_REQUIRE((C >= wi::kChunkMin && C <= wi::chunk_max(D) && (C & (C - 1)) == 0));
-        const int64_t items = (total + C - 1) / C;
-        if (items <= W && items * 10 >= int64_t{W} * 9) {
-          // One round: the smallest size whose items still fit the warps.
-          BOOST_TEST(C <= wi::kOneRoundMax);
-          if (C > wi::kChunkMin) BOOST_TEST((total + C / 2 - 1) / (C / 2) > W);
-          continue;
+    for (bool eligible : {false, true})
+      for (int W : {64, 1056, 4096}) {
+        for (int64_t total : {int64_t{1}, int64_t{1000}, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24,
+                              int64_t{1} << 26, int64_t{131072} * 64 * 32}) {
+          const int C = wi::auto_chunk(total, W, D, eligible);
+          BOOST_TEST_REQUIRE((C >= wi::kChunkMin && C <= wi::kChunkMax && (C & (C - 1)) == 0));
+          // The eligible rule never takes larger items than the exact one (the workspace
+          // bound counts its cells).
+          BOOST_TEST(C <= wi::auto_chunk(total, W, D, false));
+          const int64_t items = (total + C - 1) / C;
+          if (items <= W && items * 10 >= int64_t{W} * 9) {
+            // One round: the smallest size whose items still fit the warps.
+            BOOST_TEST(C <= wi::kOneRoundMax);
+            if (C > wi::kChunkMin) BOOST_TEST((total + C / 2 - 1) / (C / 2) > W);
+            continue;
+          }
+          // Otherwise the largest size that still leaves chunk_rounds(C) items per warp.
+          if (C > wi::kChunkMin) BOOST_TEST(total >= int64_t{wi::chunk_rounds(C, D, eligible)} * W * C);
+          if (C < wi::kChunkMax) BOOST_TEST(total < int64_t{wi::chunk_rounds(2 * C, D, eligible)} * W * 2 * C);
         }
-        // Otherwise the largest size that still leaves chunk_rounds(C, D) items per warp.
-        if (C > wi::kChunkMin) BOOST_TEST(total >= int64_t{wi::chunk_rounds(C, D)} * W * C);
-        if (C < wi::chunk_max(D)) BOOST_TEST(total < int64_t{wi::chunk_rounds(2 * C, D)} * W * 2 * C);
       }
-    }
-  // The sizes measured best on the H200 at D = 128 (1056 warps, docs/bench/tuning_h200.md §18):
-  // 4096-key items at batch 64, 127K, 1024 at batch 16, 32K with Hkv 8 (2048 would leave each
-  // warp two); batch 1 at 32K gets the smallest, and at 127K one round of 1024-key items
-  // (Hkv 8) or 512-key items (Hkv 4). D = 256 (528 warps) keeps 2048 as its largest size.
-  BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 1056, 128) == 4096);
-  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 130048, 1056, 128) == 2048);
-  BOOST_TEST(wi::auto_chunk(int64_t{16} * 8 * 32768, 1056, 128) == 1024);
-  BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 32768, 1056, 128) == 256);
-  BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 130048, 1056, 128) == 1024);
-  BOOST_TEST(wi::auto_chunk(int64_t{1} * 4 * 130048, 1056, 128) == 512);
-  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 32768, 1056, 128) == 512);  // one round would need 2048
-  BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 528, 256) == 2048);
-  BOOST_TEST(wi::auto_chunk(int64_t{16} * 8 * 32768, 528, 256) == 1024);
+  // The shapes (D = 128, 1056 warps; docs/bench/tuning_h200.md §18). Full attention
+  // takes 2048-key items where each warp keeps >= 3 of them (batch 16, 64K, Hkv 8; batch 16,
+  // 127K, Hkv 4), eligible MAC rows only with >= 8 (1024 there); batch 16, 32K, Hkv 8 keeps
+  // 1024 (2048 would leave each warp two); batch 1 at 32K gets the smallest, and at 127K one
+  // round of 1024-key items (Hkv 8) or 512-key items (Hkv 4). D = 256 (528 warps) needs 8
+  // items per warp for 2048 in both rules.
+  BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 1056, 128, false) == 2048);
+  BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 1056, 128, true) == 2048);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 8 * 65536, 1056, 128, false) == 2048);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 8 * 65536, 1056, 128, true) == 1024);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 130048, 1056, 128, false) == 2048);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 130048, 1056, 128, true) == 1024);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 8 * 32768, 1056, 128, false) == 1024);
+  BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 32768, 1056, 128, false) == 256);
+  BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 130048, 1056, 128, false) == 1024);
+  BOOST_TEST(wi::auto_chunk(int64_t{1} * 4 * 130048, 1056, 128, false) == 512);
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 32768, 1056, 128, false) == 512);  // one round would need 2048
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 8 * 65536, 528, 256, false) == 1024);
+  BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 528, 256, false) == 2048);
+  // Full and prefill steps have one cut; a MAC step two, equal unless the rules differ.
+  const wi::StepCuts full = wi::step_cuts(int64_t{16} * 8 * 65536, 1056, 0, 128, false);
+  BOOST_TEST((full.exact.C == 2048 && full.elig.C == 2048));
+  const wi::StepCuts mac = wi::step_cuts(int64_t{16} * 8 * 65536, 1056, 0, 128, true);
+  BOOST_TEST((mac.exact.C == 2048 && mac.elig.C == 1024 && mac.of(true).C == 1024 && mac.of(false).C == 2048));
+  const wi::StepCuts fixed = wi::step_cuts(int64_t{16} * 8 * 65536, 1056, 512, 128, true);
+  BOOST_TEST((fixed.exact.C == 512 && fixed.elig.C == 512));
 }
 
 BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
   // The two per-step L2 policies (evict_first on the K/V stream, the partials' discards after
   // the combine) on full-attention steps of the shapes they were measured on
-  // (docs/bench/tuning_h200.md §10, §17): D = 128, 1056 warps, items of the auto size.
+  // (docs/bench/tuning_h200.md §10, §17): D = 128, 1056 warps, items of the exact cut.
   struct Step {
     int batch, hkv, ctx;
     bool evict_first, discard;
@@ -190,7 +207,7 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
   };
   for (const Step& st : steps) {
     const int64_t keys = int64_t{st.batch} * st.hkv * st.ctx;
-    const int C = wi::auto_chunk(keys, 1056, 128);
+    const int C = wi::auto_chunk(keys, 1056, 128, false);
     const int64_t items = (keys + C - 1) / C;
     BOOST_TEST(wi::kv_evict_first_auto(items, C, 128) == st.evict_first,
                st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " evict_first");
@@ -201,13 +218,60 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
   BOOST_TEST(!wi::parts_discard_auto(int64_t{wi::kFineMaxGroups} * wi::kFineMaxItems, wi::kFineC, 256));
 }
 
+namespace {
+
+/*! \brief A step's cuts and item count as the schedule (schedule.cuh) decides them: both cuts
+ *  from the step's keys, each row's groups at its own, and kFineC-key items for the eligible
+ *  ones when there are at most kFineMaxGroups groups and every one is all-hit. */
+struct StepItems {
+  wi::StepCuts cuts;
+  int64_t items = 0;
+  bool fine = false;
+};
+StepItems schedule_step(const std::vector<wi::GroupDesc>& groups, const std::vector<bool>& elig, int64_t keys,
+                        int W, int fixed, int D) {
+  StepItems s;
+  s.cuts = wi::step_cuts(keys, W, fixed, D, true);
+  if (fixed == 0 && static_cast<int>(groups.size()) <= wi::kFineMaxGroups &&
+      std::all_of(groups.begin(), groups.end(), [](const wi::GroupDesc& g) { return wi::fine_ok(g); })) {
+    s.fine = s.cuts.elig.C > wi::kFineC;
+    s.cuts.elig = wi::fine_cut(s.cuts.elig);
+  }
+  for (size_t i = 0; i < groups.size(); ++i) s.items += wi::group_item_count(groups[i], s.cuts.of(elig[i]));
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(rows_take_their_cut) {
+  // Batch 16, 64K, Hkv 8 (D = 128, 1056 warps): the exact cut is 2048 keys, the eligible 1024.
+  // Each group's items tile its ranges at its row's cut; a group of an eligible row whose
+  // heads all missed has about twice the items of an ineligible one (F = 4, r = 256: one sink
+  // item, the band's 64 cells of 1024 keys or 32 of 2048, one tail item).
+  const int N = 16, hkv = 8, ctx = 65536, W = 1056;
+  std::vector<wi::GroupDesc> groups;
+  std::vector<bool> elig;
+  for (int i = 0; i < N; ++i)
+    for (int h = 0; h < hkv; ++h) {
+      groups.push_back(make_group(ctx, 256, 4, (i + h) % 3 == 0 ? 0 : ctx - 1000));
+      elig.push_back(i > 0);
+    }
+  const StepItems s = schedule_step(groups, elig, int64_t{N} * hkv * ctx, W, 0, 128);
+  BOOST_TEST((s.cuts.exact.C == 2048 && s.cuts.elig.C == 1024 && !s.fine));
+  for (size_t i = 0; i < groups.size(); ++i) check_tiling(groups[i], s.cuts.of(elig[i]));
+  const wi::GroupDesc exact = make_group(ctx, 256, 4, 0);
+  BOOST_TEST(wi::group_item_count(exact, s.cuts.of(true)) == 66);
+  BOOST_TEST(wi::group_item_count(exact, s.cuts.of(false)) == 34);
+}
+
 BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
-  // Random engines (max_batch, Hkv, max_context, W) and steps within them (kv_lens, hits):
-  // the items of the step never exceed the bound the engine allocated for, all-hit steps
-  // (64-key items, as the schedule decides them) included.
+  // Random engines (max_batch, Hkv, max_context, W, D) and steps within them (kv_lens,
+  // eligibility, hits): the items of the step, each row's at its own cut, never exceed the
+  // bound the engine allocated for, all-hit steps (64-key items, as the schedule decides
+  // them) included.
   std::mt19937 rng(11);
-  int fine_steps = 0;
-  for (int t = 0; t < 400; ++t) {
+  int fine_steps = 0, split_steps = 0;
+  for (int t = 0; t < 600; ++t) {
     const int max_batch = 1 + static_cast<int>(rng() % 64), hkv = 1 + static_cast<int>(rng() % 8);
     const int max_ctx = 1 + static_cast<int>(rng() % (t % 4 == 0 ? 131072 : 6000));
     const int W = 32 * (1 + static_cast<int>(rng() % 40));
@@ -222,29 +286,28 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
       l = t % 3 == 0 ? max_ctx : 1 + static_cast<int>(rng() % max_ctx);
       total += int64_t{hkv} * l;
     }
-    wi::Cut cut = wi::step_cut(total, W, fixed, D);
-    // Groups with hits; in every other step all of them start their band after the sinks,
-    // near the end (all-hit).
+    // Rows eligible or not (every row in odd steps); groups of eligible rows with hits; in
+    // odd steps all of them start their band after the sinks, near the end (all-hit).
     std::vector<wi::GroupDesc> groups;
-    for (int i = 0; i < N; ++i)
+    std::vector<bool> elig;
+    for (int i = 0; i < N; ++i) {
+      const bool el = t % 2 == 1 || rng() % 4 != 0;
       for (int h = 0; h < hkv; ++h) {
-        int lo_off = (i + h) % 2 ? static_cast<int>(rng() % (lens[i] + 1)) : 0;
+        int lo_off = el && (i + h) % 2 ? static_cast<int>(rng() % (lens[i] + 1)) : 0;
         if (t % 2 == 1) lo_off = std::max(1, lens[i] - static_cast<int>(rng() % 1000));
         groups.push_back(make_group(lens[i], r, F, lo_off));
+        elig.push_back(el);
       }
-    // The schedule's vote (schedule.cuh): steps of ≤ kFineMaxGroups groups, every one
-    // all-hit, with the item size left open.
-    if (fixed == 0 && static_cast<int>(groups.size()) <= wi::kFineMaxGroups &&
-        std::all_of(groups.begin(), groups.end(), [](const wi::GroupDesc& g) { return wi::fine_ok(g); })) {
-      fine_steps += cut.C > wi::kFineC;
-      cut = wi::fine_cut(cut);
     }
-    int64_t items = 0;
-    for (const wi::GroupDesc& g : groups) items += wi::group_item_count(g, cut);
-    BOOST_TEST_REQUIRE(items <= bound, "engine " << max_batch << "x" << hkv << "x" << max_ctx << " W " << W
-                                                 << " chunk " << cut.C << ": " << items
-                                                 << " items > bound " << bound);
+    const StepItems s = schedule_step(groups, elig, total, W, fixed, D);
+    fine_steps += s.fine;
+    split_steps += s.cuts.elig.C != s.cuts.exact.C && !s.fine;
+    BOOST_TEST_REQUIRE(s.items <= bound, "engine " << max_batch << "x" << hkv << "x" << max_ctx << " W " << W
+                                                   << " D " << D << " chunks " << s.cuts.exact.C << "/"
+                                                   << s.cuts.elig.C << ": " << s.items << " items > bound "
+                                                   << bound);
   }
-  BOOST_TEST_MESSAGE("all-hit steps with 64-key items: " << fine_steps);
+  BOOST_TEST_MESSAGE("all-hit steps with 64-key items: " << fine_steps << ", steps with two cuts: " << split_steps);
   BOOST_TEST(fine_steps >= 40);
+  BOOST_TEST(split_steps >= 5);  // the rules differ only at D = 128, for 3·W to 8·W 2048-key cells
 }
