@@ -56,6 +56,10 @@ __device__ int schedule_groups(const KParams& p, StepCuts& cuts, Group group, Ke
   __shared__ StepCuts s_cuts;
   const int tid = threadIdx.x, ng = p.N * p.Hkv;
   const bool may_fine = p.mode == kModeMac && p.chunk == 0 && ng <= kFineMaxGroups;  // one pass
+  // Every thread has read the rows' half's shared results before thread 0 writes here: the
+  // compiler may lay the two halves' shared variables over one another (compute-sanitizer
+  // racecheck saw schedule_rows' s_cuts and this one at one address).
+  __syncthreads();
   if (tid == 0) {
     carry = 0;
     s_cuts = cuts;
