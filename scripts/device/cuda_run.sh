@@ -26,10 +26,11 @@ if [[ $what == all || $what == tests ]]; then
   cat "$OUT/tests_bulk.log" >> "$OUT/tests.log"; rm -f "$OUT/tests_bulk.log"
   : > "$OUT/sanitizer.log"
   # memcheck also on the forced discards of the partials' L2 lines (global memory only, so not
-  # racecheck's: shared-memory hazards; under it that case outlasts the 240 s limit).
+  # racecheck's: shared-memory hazards; under it that case outlasts the 240 s limit) and on
+  # the two cuts of a step (its shared-memory schedule is the sinks case's).
   for tool in memcheck racecheck; do
     cases=sinks_gen_min_readiness_side_stream,schedule_kernel_path
-    [[ $tool == memcheck ]] && cases=$cases,partial_states_discarded
+    [[ $tool == memcheck ]] && cases=$cases,partial_states_discarded,eligible_rows_take_their_own_cut
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build-dev/tests/test_cuda \
       --run_test=mac_cuda/$cases >> "$OUT/sanitizer.log" 2>&1
     echo "compute-sanitizer $tool rc=$?"

@@ -262,12 +262,13 @@ struct EngineConfig {
   int max_context = kMaxContext;  //!< largest kv_len any step may have (≤ kMaxContext)
   int ring = 512;        //!< M
   int kv_chunk = 0;      //!< keys per work item of the amend kernel; 0: chosen per step on
-                         //!<  the device from the kv_lens (a power of two in 256..4096 at
-                         //!<  D = 128, 256..2048 otherwise, that leaves every warp several
-                         //!<  items; 64 in a MAC step of ≤ 128
-                         //!<  KV-head groups where every head hit and each group reads
-                         //!<  ≤ 1024 keys); else a power of two ≥ 16.
-                         //!<  Part of the reduction order, so full attention and MAC share it
+                         //!<  the device from the kv_lens (a power of two in 256..2048 that
+                         //!<  leaves every warp several items; eligible MAC rows take
+                         //!<  smaller items than the others at some sizes, and 64 in a MAC
+                         //!<  step of ≤ 128 KV-head groups where every head hit and each
+                         //!<  group reads ≤ 1024 keys); else a power of two ≥ 16.
+                         //!<  Part of the reduction order: rows that are not eligible take
+                         //!<  full attention's size, so they keep its bits
   K3Mode k3_mode = K3Mode::kFused;
   AmendVariant amend = AmendVariant::kDefault;
   ScheduleMode schedule = ScheduleMode::kAuto;
@@ -300,8 +301,9 @@ class Engine {
   const EngineConfig& config() const;
   /*! \brief config.kv_chunk: keys per work item when fixed, 0 when chosen per step. */
   int chunk() const;
-  /*! \brief Keys per work item of the latest step launched on `stream` (reads device
-   *  memory; synchronises the stream). */
+  /*! \brief Keys per work item of the eligible rows of the latest step launched on
+   *  `stream` (in a full step: the step's one size; reads device memory; synchronises the
+   *  stream). */
   Status last_chunk(int* chunk, void* stream) const;
   /*! \brief True iff the amend kernel uses bulk copies (AmendVariant resolved). */
   bool bulk_copies() const;
