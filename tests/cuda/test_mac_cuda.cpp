@@ -89,6 +89,15 @@ Stats run_steps(const CaseSpec& c, bool graph) {
   return st;
 }
 
+/*! \brief Runs a case (run_steps), prints its line and checks the statistics every case
+ *  must meet (check_stats); returns them for the case's own checks. */
+Stats run_case(const char* what, const CaseSpec& c, bool graph) {
+  const Stats s = run_steps(c, graph);
+  report(what, c, s);
+  check_stats(s);
+  return s;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(mac_cuda)
@@ -100,9 +109,7 @@ BOOST_AUTO_TEST_CASE(group_sizes_d128) {
     c.G = G;
     c.Hkv = G >= 8 ? 1 : 2;
     c.seed = 100 + G;
-    const Stats s = run_steps(c, false);
-    report("group sizes", c, s);
-    check_stats(s);
+    const Stats s = run_case("group sizes", c, false);
     BOOST_TEST(s.hits > 0);
   }
 }
@@ -116,9 +123,7 @@ BOOST_AUTO_TEST_CASE(head_dims) {
       c.Hkv = G > 8 ? 1 : 2;
       c.seed = 200 + D + G;
       c.page_size = D == 64 ? 1 : 16;
-      const Stats s = run_steps(c, false);
-      report("head dims", c, s);
-      check_stats(s);
+      run_case("head dims", c, false);
     }
   }
 }
@@ -133,9 +138,7 @@ BOOST_AUTO_TEST_CASE(page_sizes) {
     c.page_size = ps;
     c.gen_min = 705;  // row 1 below it: its output bit-identical to full attention's
     c.seed = 400 + ps;
-    const Stats s = run_steps(c, false);
-    report("page sizes", c, s);
-    check_stats(s);
+    const Stats s = run_case("page sizes", c, false);
     BOOST_TEST(s.bit_checked > 0);
   }
 }
@@ -152,9 +155,7 @@ BOOST_AUTO_TEST_CASE(large_items) {
   c.gen_min = 4104;
   c.steps = 6;
   c.seed = 900;
-  const Stats s = run_steps(c, false);
-  report("large items", c, s);
-  check_stats(s);
+  const Stats s = run_case("large items", c, false);
   BOOST_TEST(s.bit_checked > 0);
   BOOST_TEST(s.hits > 0);
 }
@@ -175,9 +176,7 @@ BOOST_AUTO_TEST_CASE(eligible_rows_take_their_own_cut) {
     c.F = 4;
     c.steps = 8;
     c.seed = 950 + graph;
-    const Stats s = run_steps(c, graph != 0);
-    report("two cuts", c, s);
-    check_stats(s);
+    const Stats s = run_case("two cuts", c, graph != 0);
     BOOST_TEST(s.bit_checked > 0);
     BOOST_TEST(s.hits > 0);
     BOOST_TEST(s.two_cut_steps > 0);
@@ -196,9 +195,7 @@ BOOST_AUTO_TEST_CASE(sinks_gen_min_readiness_side_stream) {
   c.steps = 12;
   c.k3 = K3Mode::kSideStream;
   c.seed = 300;
-  const Stats s = run_steps(c, false);
-  report("sinks/gen_min/ready/side-stream K3", c, s);
-  check_stats(s);
+  const Stats s = run_case("sinks/gen_min/ready/side-stream K3", c, false);
   BOOST_TEST(s.bit_checked > 0);
 }
 
@@ -221,9 +218,7 @@ BOOST_AUTO_TEST_CASE(schedule_kernel_path) {
       c.prompt.clear();
       for (int i = 0; i < N; ++i) c.prompt.push_back(700 + (i * 53) % 300);
     }
-    const Stats s = run_steps(c, false);
-    report("schedule kernel", c, s);
-    check_stats(s);
+    const Stats s = run_case("schedule kernel", c, false);
     BOOST_TEST(s.bit_checked > 0);
     BOOST_TEST(s.hits > 0);
   }
@@ -242,9 +237,7 @@ BOOST_AUTO_TEST_CASE(many_heads_combine_shares) {
     c.gen_min = 150;
     c.steps = 3;
     c.seed = 500 + N;
-    const Stats s = run_steps(c, false);
-    report("many heads", c, s);
-    check_stats(s);
+    const Stats s = run_case("many heads", c, false);
     BOOST_TEST(s.bit_checked > 0);
     BOOST_TEST(s.hits > 0);
   }
@@ -265,9 +258,7 @@ BOOST_AUTO_TEST_CASE(graph_chain_64_steps) {
     c.seed = 400;
     c.pdl = variant != 1;
     c.schedule = variant == 2 ? ScheduleMode::kKernel : ScheduleMode::kAuto;
-    const Stats s = run_steps(c, true);
-    report("graph chain", c, s);
-    check_stats(s);
+    const Stats s = run_case("graph chain", c, true);
     BOOST_TEST(s.hits > 0);
     BOOST_TEST(s.bit_checked > 0);
   }
@@ -286,9 +277,7 @@ BOOST_AUTO_TEST_CASE(all_hit_steps) {
     c.page_size = variant == 3 ? 1 : 16;
     c.schedule = variant == 1 ? ScheduleMode::kKernel : ScheduleMode::kAuto;
     c.seed = 700 + variant;
-    const Stats s = run_steps(c, variant == 0);
-    report("all-hit steps", c, s);
-    check_stats(s);
+    const Stats s = run_case("all-hit steps", c, variant == 0);
     BOOST_TEST(s.all_hit_steps >= 3);
   }
 }
