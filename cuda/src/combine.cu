@@ -48,9 +48,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   if (!k3_only && wid == 0 && threadIdx.x == 0) p.work[kWorkClaims] = 0;
   if (wid >= p.N * p.Hq) return;
   const int row = wid / p.Hq, h = wid % p.Hq, hk = h / p.G, gl = h % p.G;
-  // The row, the step's cuts and the group's ranges and first item are loaded together, in one round trip (none of their addresses depends on another's value; the
-  // group's entries exist for an invalid row too), not the row first and the rest after its
-  // validity test.
+  // The row, the step's cuts and the group's ranges and first item are loaded together, in
+  // one round trip (none of their addresses depends on another's value; the group's entries
+  // exist for an invalid row too), not the row first and the rest after its validity test.
   const int gi = row * p.Hkv + hk;
   const RowInfo ri = p.rows[row];
   const StepCuts cuts = load_cuts(p);

@@ -269,8 +269,8 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   long blocks_per_sm = 0;
   MAC_STATUS_TRY(env_int("MAC_CUDA_AMEND_BLOCKS_PER_SM", 1, 32, &blocks_per_sm));
   if (blocks_per_sm > 0) impl->grid = std::min(impl->grid, static_cast<int>(blocks_per_sm) * impl->sms);
-  // Env MAC_CUDA_AMEND_BLOCKS = b (a test switch) caps it at b blocks in all: a grid of few
-  // warps makes steps small enough for the CPU reference choose the item sizes of large ones.
+  // Env MAC_CUDA_AMEND_BLOCKS = b (a test switch) caps it at b blocks in all: with few warps,
+  // steps small enough for the CPU reference take the item sizes of large ones.
   long blocks = 0;
   MAC_STATUS_TRY(env_int("MAC_CUDA_AMEND_BLOCKS", 1, 1 << 20, &blocks));
   if (blocks > 0) impl->grid = std::min(impl->grid, static_cast<int>(blocks));

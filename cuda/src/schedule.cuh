@@ -39,9 +39,9 @@ __device__ StepCuts schedule_rows(const KParams& p, bool writer, Keep keep) {
 }
 
 /*! \brief Groups' half: each group's ranges and eligibility `group(gi)` (a GroupOf, which the
- *  callback may also store; asked for once per group), its
- *  item count under its row's cut, and the exclusive scan of the counts: group gi's first
- *  item, handed to `keep(gi, first_item)`. A MAC step of at most kFineMaxGroups groups, all
+ *  callback may also store; asked for once per group), its item count under its row's cut,
+ *  and the exclusive scan of the counts: group gi's first item, handed to
+ *  `keep(gi, first_item)`. A MAC step of at most kFineMaxGroups groups, all
  *  of them all-hit (fine_ok), takes fine_cut of the eligible cut unless the config fixes the
  *  item size: the vote is taken in the same pass, before the counts. Block-wide; returns the
  *  step's item total to every thread and sets `cuts` to the step's cuts, read back from shared

@@ -57,8 +57,9 @@ struct Cut {
 // items write fewer partial states (G·D·4 bytes each, written and read back); smaller ones
 // keep every warp streaming to the end. Measured on the H200 (docs/bench/tuning_h200.md §4,
 // §18): for full attention at D = 128, 2048-key items with 3.9 items per warp beat 1024
-// (16/64K/Hkv 8 1.4–1.8 %, 16/127K/Hkv 4 3.5 %, 64/32K/Hkv 4 1.3 %, 64/64K/Hkv 4 1.1 %; 16/127K/
-// Hkv 8 0.9 % slower), while 2 per warp cost up to 18 % and 4096 did not pay. The eligible cut
+// (16/64K/Hkv 8 1.4–1.8 %, 16/127K/Hkv 4 3.5 %, 64/32K/Hkv 4 1.3 %), with 7.7–7.8 per warp they
+// were within 1 % of it (64/64K/Hkv 4 1.1 % faster, 16/127K/Hkv 8 0.9 % slower), while 2 per
+// warp cost up to 18 % and 4096 did not pay. The eligible cut
 // keeps 8 items per warp for 2048: cut that way, MAC steps in which 5 % of the heads miss were
 // up to 11 % slower (16/127K/Hkv 4), their few long miss groups being too few items for the
 // warps. At D = 256, 2048-key items with 3.9 items per warp cost 15 % (16/32K/Hkv 8), so both
@@ -107,7 +108,7 @@ MAC_HD inline StepCuts step_cuts(int64_t keys, int warps, int fixed_chunk, int D
 }
 
 // An all-hit MAC step reads a few hundred keys per group (band ≤ M, tail r, sinks F). Cut at
-// the step's C, chosen from the groups' full lengths, a group's band and tail are one or two
+// the eligible cut's C, chosen from the groups' full lengths, a group's band and tail are one or two
 // items of up to C keys, and the step lasted as long as one warp takes to stream C keys
 // (~28 µs at batch 1 with C = 256, whatever the context). Such a step takes items of
 // kFineC keys instead, so more warps share each group. The schedule's groups half decides,
