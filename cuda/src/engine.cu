@@ -262,6 +262,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   MAC_STATUS_TRY(env_int("MAC_CUDA_PDL_EDGES", 0, 15, &edges));
   impl->pdl_edges = static_cast<unsigned>(edges);
   MAC_CUDA_TRY(cudaDeviceGetAttribute(&impl->sms, cudaDevAttrMultiProcessorCount, cfg.device));
+  MAC_CUDA_TRY(detail::prepare_match(D));
   impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
                                      cfg.device, bulk, 0);
   // Env MAC_CUDA_AMEND_BLOCKS_PER_SM = b (an experiment-only switch, tuning page §11) caps the

@@ -67,6 +67,9 @@ int amend_grid_d256(int device, bool bulk, int table_bytes);
 /*! \brief K1 match: grid (Hq, N, k1_splits), the k1_splits blocks of a (row, head) one
  *  cluster. Writes plans and prefix snapshots (match.cu). */
 cudaError_t launch_match(const KParams& p, cudaStream_t s);
+/*! \brief K1's kernel attributes (its clusters' scheduling policy): once, before any
+ *  launch/capture. */
+cudaError_t prepare_match(int D);
 /*! \brief Device-side schedule kernel (steps that are not self-scheduled): row infos, group
  *  ranges, item offsets, the item → group table (one block). */
 cudaError_t launch_schedule(const KParams& p, bool pdl, cudaStream_t s);
