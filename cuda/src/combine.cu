@@ -48,15 +48,39 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   if (!k3_only && wid == 0 && threadIdx.x == 0) p.work[kWorkClaims] = 0;
   if (wid >= p.N * p.Hq) return;
   const int row = wid / p.Hq, h = wid % p.Hq, hk = h / p.G, gl = h % p.G;
-  // The row, the step's cuts and the group's ranges and first item are loaded together, in
-  // one round trip (none of their addresses depends on another's value; the group's entries
-  // exist for an invalid row too), not the row first and the rest after its validity test.
+  // Every load before the merge loop goes out in one round trip: the row, the step's cuts,
+  // the group's ranges and first item, and (warp 0, MAC steps) the K1 plan, the prefix
+  // snapshot and q̃, which it uses only after the merges. No address depends on a loaded
+  // value (a group's entries, a head's plan and snapshot exist for an invalid or ineligible
+  // row too), and ld_now keeps the compiler from issuing them after the branches on the row
+  // below: as plain loads, they went out in three or four dependent rounds.
   const int gi = row * p.Hkv + hk;
-  const RowInfo ri = p.rows[row];
-  const StepCuts cuts = load_cuts(p);
-  const GroupDesc g = p.groups[gi];
-  const int off = p.group_off[gi], cnt = p.group_off[gi + 1] - off, items = p.group_off[p.N * p.Hkv];
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
+  const RowInfo ri = ld_now(p.rows + row);
+  const StepCuts cuts = load_cuts_now(p);
+  const GroupDesc g = ld_now(p.groups + gi);
+  const int off = ld_now(p.group_off + gi), cnt = ld_now(p.group_off + gi + 1) - off,
+            items = ld_now(p.group_off + p.N * p.Hkv);
+  HeadPlan plan = miss_plan(g.s_e);  // prefill rows: no K1 decision
+  uint32_t snap_w[V / 2], q_w[V / 2];  // V bf16 values of this lane, as pairs
+  float snap_l2 = -INFINITY;
+  if constexpr (!kAllOnly) {
+    if (warp == 0) {
+      if (p.mode == kModeMac) {
+        plan = ld_now(p.plans + oh);
+        snap_l2 = ld_now(p.snap_lse2 + oh);
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(p.snap_o + oh * D + lane * V);
+#pragma unroll
+        for (int i = 0; i < V / 2; ++i) snap_w[i] = ld_now(src + i);
+      }
+      if (p.mode != kModeFull) {  // q_pre is given in MAC and prefill steps
+        const uint32_t* src =
+            reinterpret_cast<const uint32_t*>(p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + lane * V);
+#pragma unroll
+        for (int i = 0; i < V / 2; ++i) q_w[i] = ld_now(src + i);
+      }
+    }
+  }
   const bool want_out = !k3_only && p.mode != kModePrefill;
   if (!ri.valid) {
     if (want_out && warp == 0) {
@@ -78,28 +102,6 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   if (k3_only && !write_entry) return;
 
   const bool want_all = !ri.eligible && want_out;
-  // Warp 0 completes the head after the merges. What it reads then that does not depend on
-  // them (the K1 plan and prefix snapshot, q̃) is loaded now, so those loads
-  // overlap the merge loop instead of adding round trips after it. The snapshot is read
-  // whether or not the head hit (workspace, always allocated) and used only on a hit.
-  HeadPlan plan = miss_plan(g.s_e);  // prefill rows: no K1 decision
-  uint16_t snap_o[V], q_tilde[V];
-  float snap_l2 = -INFINITY;
-  if constexpr (!kAllOnly) {
-    if (warp == 0) {
-      if (p.mode == kModeMac) {
-        plan = p.plans[oh];
-        snap_l2 = p.snap_lse2[oh];
-#pragma unroll
-        for (int i = 0; i < V; ++i) snap_o[i] = p.snap_o[oh * D + lane * V + i];
-      }
-      if (write_entry) {
-        const uint16_t* qsrc = p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + lane * V;
-#pragma unroll
-        for (int i = 0; i < V; ++i) q_tilde[i] = qsrc[i];
-      }
-    }
-  }
   // Final states of the four merges (normalised, base 2), as warp 0 uses them below.
   float all_o[V], sink_o[V], band_o[V], tail_o[V];
   float all_l2, sink_l2, band_l2, tail_l2;
@@ -222,7 +224,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     if (plan.hit) {
       float po[V];
 #pragma unroll
-      for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(snap_o[i]);
+      for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(static_cast<uint16_t>(snap_w[i / 2] >> (16 * (i % 2))));
       float pl = snap_l2;
       merge_states<V>(pl, po, el, eo);  // prefix ⊕ band
       el = pl;
@@ -233,7 +235,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
       const int64_t ri_ = (static_cast<int64_t>(ri.slot) * p.M + ri.m % p.M) * p.Hq + h;
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        p.ring_q[ri_ * D + lane * V + i] = q_tilde[i];
+        p.ring_q[ri_ * D + lane * V + i] = static_cast<uint16_t>(q_w[i / 2] >> (16 * (i % 2)));
         p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(eo[i]);
       }
       if (lane == 0) p.ring_lse[ri_] = lse_log2_to_natural(el);

@@ -204,6 +204,58 @@ __device__ inline int group_band_lo(const KParams& p, int row, int hk) {
   return band_lo;
 }
 
+/*! \brief Global loads issued where they are written (asm volatile: the compiler neither
+ *  sinks them past a later branch nor delays them behind one). A prologue whose addresses
+ *  depend only on indices and parameters issues all of its loads this way, so they share one
+ *  round trip even though it branches on the first of them before using the others. */
+__device__ __forceinline__ int ld_now(const int* a) {
+  int v;
+  asm volatile("ld.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a));
+  return v;
+}
+__device__ __forceinline__ float ld_now(const float* a) {
+  float v;
+  asm volatile("ld.global.f32 %0, [%1];\n" : "=f"(v) : "l"(a));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_now(const uint32_t* a) {
+  uint32_t v;
+  asm volatile("ld.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a));
+  return v;
+}
+__device__ __forceinline__ RowInfo ld_now(const RowInfo* a) {
+  const int* w = reinterpret_cast<const int*>(a);
+  RowInfo r;
+  r.m = ld_now(w + 0);
+  r.ready = ld_now(w + 1);
+  r.eligible = ld_now(w + 2);
+  r.valid = ld_now(w + 3);
+  r.slot = ld_now(w + 4);
+  static_assert(sizeof(RowInfo) == 5 * sizeof(int), "RowInfo: five ints in this order");
+  return r;
+}
+__device__ __forceinline__ HeadPlan ld_now(const HeadPlan* a) {
+  const int* w = reinterpret_cast<const int*>(a);
+  HeadPlan h;
+  h.band_start = ld_now(w + 0);
+  h.match_pos = ld_now(w + 1);
+  h.d2 = __int_as_float(ld_now(w + 2));
+  h.hit = ld_now(w + 3);
+  static_assert(sizeof(HeadPlan) == 4 * sizeof(int), "HeadPlan: four words in this order");
+  return h;
+}
+
+__device__ __forceinline__ GroupDesc ld_now(const GroupDesc* a) {
+  const int* w = reinterpret_cast<const int*>(a);
+  GroupDesc g;
+  g.end = ld_now(w + 0);
+  g.s_e = ld_now(w + 1);
+  g.lo = ld_now(w + 2);
+  g.em = ld_now(w + 3);
+  static_assert(sizeof(GroupDesc) == 4 * sizeof(int), "GroupDesc: four ints in this order");
+  return g;
+}
+
 /*! \brief The step's cuts, as the schedule stored them (store_cuts). */
 __device__ inline StepCuts load_cuts(const KParams& p) {
   StepCuts c;
@@ -211,6 +263,15 @@ __device__ inline StepCuts load_cuts(const KParams& p) {
   c.elig.lg = __ldg(p.work + kWorkLgC);
   c.exact.C = __ldg(p.work + kWorkCExact);
   c.exact.lg = __ldg(p.work + kWorkLgCExact);
+  return c;
+}
+/*! \brief load_cuts with ld_now. */
+__device__ inline StepCuts load_cuts_now(const KParams& p) {
+  StepCuts c;
+  c.elig.C = ld_now(p.work + kWorkC);
+  c.elig.lg = ld_now(p.work + kWorkLgC);
+  c.exact.C = ld_now(p.work + kWorkCExact);
+  c.exact.lg = ld_now(p.work + kWorkLgCExact);
   return c;
 }
 
