@@ -156,54 +156,6 @@ __device__ inline uint16_t float_to_bf16_bits(float x) {
   return *reinterpret_cast<uint16_t*>(&h);
 }
 
-/*! \brief A kv_len the kernels accept: in [1, max_context] and within the page-table row,
- *  so no key index reads past it. */
-__device__ inline bool kv_len_ok(const KParams& p, int len) {
-  return len >= 1 && len <= p.max_context && len <= static_cast<int64_t>(p.max_pages) * p.page_size;
-}
-
-/*! \brief Row validity, readiness and eligibility (DESIGN §3 step 1, §3.2). */
-__device__ inline RowInfo row_info(const KParams& p, int row) {
-  RowInfo ri;
-  // kv_len and the slot are loaded together (neither depends on the other); readiness and
-  // the epochs, which need the slot, follow in a second round.
-  const int len = p.kv_len[row];
-  const int sl = p.mode != kModeFull ? p.slot[row] : -1;
-  ri.slot = sl;
-  ri.valid = kv_len_ok(p, len);
-  ri.m = ri.valid ? len - 1 : -1;
-  ri.ready = 0;
-  if (p.mode != kModeFull && ri.valid) {
-    if (sl < 0 || sl >= p.R) {
-      ri.valid = 0;
-      ri.m = -1;
-    } else if (p.mode == kModeMac) {
-      ri.ready = p.ready[sl] != 0 && p.epoch_a[sl] == p.epoch_b[sl];
-    }
-  }
-  ri.eligible = p.mode == kModeMac && ri.valid && ri.ready && ri.m >= p.gen_min && ri.m >= 1;
-  return ri;
-}
-
-/*! \brief Raises the error flag of an invalid row: bit 0 for its kv_len, else bit 1 (slot). */
-__device__ inline void report_row_error(const KParams& p, int row) {
-  atomicOr(p.err, kv_len_ok(p, p.kv_len[row]) ? 2 : 1);
-}
-
-/*! \brief The earliest band start over the G query heads of group (row, hk) in K1's plans
- *  (written for every head of a MAC step). Unrolled to G's bound, so the G loads are in
- *  flight together, not one at a time; read through L2 (plans of the running step). */
-__device__ inline int group_band_lo(const KParams& p, int row, int hk) {
-  const HeadPlan* plan = p.plans + row * p.Hq + hk * p.G;
-  int band_lo = INT_MAX;
-#pragma unroll
-  for (int j = 0; j < kMaxGroup; ++j) {
-    const int bs = j < p.G ? __ldcg(&plan[j].band_start) : INT_MAX;
-    band_lo = bs < band_lo ? bs : band_lo;
-  }
-  return band_lo;
-}
-
 /*! \brief Global loads issued where they are written (asm volatile: the compiler neither
  *  sinks them past a later branch nor delays them behind one). A prologue whose addresses
  *  depend only on indices and parameters issues all of its loads this way, so they share one
@@ -254,6 +206,76 @@ __device__ __forceinline__ GroupDesc ld_now(const GroupDesc* a) {
   g.em = ld_now(w + 3);
   static_assert(sizeof(GroupDesc) == 4 * sizeof(int), "GroupDesc: four ints in this order");
   return g;
+}
+
+/*! \brief A kv_len the kernels accept: in [1, max_context] and within the page-table row,
+ *  so no key index reads past it. */
+__device__ inline bool kv_len_ok(const KParams& p, int len) {
+  return len >= 1 && len <= p.max_context && len <= static_cast<int64_t>(p.max_pages) * p.page_size;
+}
+
+/*! \brief Row validity, readiness and eligibility (DESIGN §3 step 1, §3.2), in the three
+ *  parts row_info runs in order. A caller with loads of its own to issue (K1's ring scan)
+ *  puts them between the second and the third, so that one round trip serves both: the
+ *  first part's loads (kv_len, slot) are the only ones anything waits for. */
+__device__ inline RowInfo row_info_first(const KParams& p, int row) {
+  RowInfo ri;
+  const int len = p.kv_len[row];  // loaded together: neither depends on the other
+  const int sl = p.mode != kModeFull ? p.slot[row] : -1;
+  ri.slot = sl;
+  ri.valid = kv_len_ok(p, len);
+  ri.m = ri.valid ? len - 1 : -1;
+  if (p.mode != kModeFull && ri.valid && (sl < 0 || sl >= p.R)) {
+    ri.valid = 0;
+    ri.m = -1;
+  }
+  ri.ready = 0;
+  ri.eligible = 0;
+  return ri;
+}
+/*! \brief The slot's readiness words, loaded (ld_now) and not yet compared. */
+struct RowReadyWords {
+  int ready, epoch_a, epoch_b;
+};
+/*! \brief Issues the readiness loads of a valid MAC row, all three at once (ready ≠ 0 is not
+ *  waited for before the epochs are loaded: a valid row's slot is in range). */
+__device__ inline RowReadyWords row_ready_issue(const KParams& p, const RowInfo& ri) {
+  RowReadyWords w{0, 0, 0};
+  if (p.mode == kModeMac && ri.valid) {
+    w.ready = ld_now(p.ready + ri.slot);
+    w.epoch_a = ld_now(p.epoch_a + ri.slot);
+    w.epoch_b = ld_now(p.epoch_b + ri.slot);
+  }
+  return w;
+}
+/*! \brief ready[slot] ≠ 0 && epoch_a = epoch_b; eligible = MAC ∧ valid ∧ ready ∧ m ≥ gen_min ∧ m ≥ 1. */
+__device__ inline void row_ready_finish(const KParams& p, RowInfo& ri, const RowReadyWords& w) {
+  ri.ready = p.mode == kModeMac && ri.valid && w.ready != 0 && w.epoch_a == w.epoch_b;
+  ri.eligible = p.mode == kModeMac && ri.valid && ri.ready && ri.m >= p.gen_min && ri.m >= 1;
+}
+__device__ inline RowInfo row_info(const KParams& p, int row) {
+  RowInfo ri = row_info_first(p, row);
+  row_ready_finish(p, ri, row_ready_issue(p, ri));
+  return ri;
+}
+
+/*! \brief Raises the error flag of an invalid row: bit 0 for its kv_len, else bit 1 (slot). */
+__device__ inline void report_row_error(const KParams& p, int row) {
+  atomicOr(p.err, kv_len_ok(p, p.kv_len[row]) ? 2 : 1);
+}
+
+/*! \brief The earliest band start over the G query heads of group (row, hk) in K1's plans
+ *  (written for every head of a MAC step). Unrolled to G's bound, so the G loads are in
+ *  flight together, not one at a time; read through L2 (plans of the running step). */
+__device__ inline int group_band_lo(const KParams& p, int row, int hk) {
+  const HeadPlan* plan = p.plans + row * p.Hq + hk * p.G;
+  int band_lo = INT_MAX;
+#pragma unroll
+  for (int j = 0; j < kMaxGroup; ++j) {
+    const int bs = j < p.G ? __ldcg(&plan[j].band_start) : INT_MAX;
+    band_lo = bs < band_lo ? bs : band_lo;
+  }
+  return band_lo;
 }
 
 /*! \brief The step's cuts, as the schedule stored them (store_cuts). */

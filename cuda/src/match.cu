@@ -44,7 +44,7 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   constexpr int UNROLL = 4;
   const int tid = threadIdx.x;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
-  const RowInfo ri = row_info(p, row);
+  RowInfo ri = row_info_first(p, row);  // readiness: below, in the scan's round trip
   const int m = ri.m;
   const int em = ri.valid ? prefix_end_dev(m, p.r) : 0;
   HeadPlan plan = miss_plan(sink_end_dev(p.F, em));
@@ -53,13 +53,16 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   __shared__ int s_best;
   __shared__ float s_win_d2[kMaxK1Splits];  // block 0: each share's winner, written by its block
   __shared__ int s_win_p[kMaxK1Splits];
-  // The scan needs only m and the slot (first round of row_info's loads), not readiness
-  // (second round): it is issued before the eligibility test, which comes after the loop,
-  // so the two rounds overlap. An ineligible row's scan is discarded (default plan).
+  // The scan needs only m and the slot (row_info's first round), not readiness: the
+  // readiness words are loaded beside the query and the ring and compared only after the
+  // loop, so the block waits for two round trips before its distances, not four (as one
+  // row_info call, ready[slot] and then the epochs were each waited for here). An ineligible
+  // row's scan is discarded (default plan).
   if (!ri.valid || m < 1) {
     if (z == 0 && tid == 0) p.plans[oh] = plan;
     return;
   }
+  const RowReadyWords ready_words = row_ready_issue(p, ri);
   const int sl = ri.slot;
   const int l = tid % LANES, cgrp = tid / LANES;
   float q[8];
@@ -101,6 +104,7 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
       }
     }
   }
+  row_ready_finish(p, ri, ready_words);
   if (!ri.eligible) {  // uniform over the block: every thread leaves here
     if (z == 0 && tid == 0) p.plans[oh] = plan;
     return;
