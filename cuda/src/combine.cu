@@ -56,9 +56,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   // below: as plain loads, they went out in three or four dependent rounds.
   const int gi = row * p.Hkv + hk;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
-  const RowInfo ri = ld_now(p.rows + row);
+  const RowInfo ri = ld_now_words(p.rows + row);
   const StepCuts cuts = load_cuts_now(p);
-  const GroupDesc g = ld_now(p.groups + gi);
+  const GroupDesc g = ld_now_words(p.groups + gi);
   const int off = ld_now(p.group_off + gi), cnt = ld_now(p.group_off + gi + 1) - off,
             items = ld_now(p.group_off + p.N * p.Hkv);
   HeadPlan plan = miss_plan(g.s_e);  // prefill rows: no K1 decision
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   if constexpr (!kAllOnly) {
     if (warp == 0) {
       if (p.mode == kModeMac) {
-        plan = ld_now(p.plans + oh);
+        plan = ld_now_words(p.plans + oh);
         snap_l2 = ld_now(p.snap_lse2 + oh);
         const uint32_t* src = reinterpret_cast<const uint32_t*>(p.snap_o + oh * D + lane * V);
 #pragma unroll

@@ -175,37 +175,19 @@ __device__ __forceinline__ uint32_t ld_now(const uint32_t* a) {
   asm volatile("ld.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a));
   return v;
 }
-__device__ __forceinline__ RowInfo ld_now(const RowInfo* a) {
-  const int* w = reinterpret_cast<const int*>(a);
-  RowInfo r;
-  r.m = ld_now(w + 0);
-  r.ready = ld_now(w + 1);
-  r.eligible = ld_now(w + 2);
-  r.valid = ld_now(w + 3);
-  r.slot = ld_now(w + 4);
-  static_assert(sizeof(RowInfo) == 5 * sizeof(int), "RowInfo: five ints in this order");
-  return r;
-}
-__device__ __forceinline__ HeadPlan ld_now(const HeadPlan* a) {
-  const int* w = reinterpret_cast<const int*>(a);
-  HeadPlan h;
-  h.band_start = ld_now(w + 0);
-  h.match_pos = ld_now(w + 1);
-  h.d2 = __int_as_float(ld_now(w + 2));
-  h.hit = ld_now(w + 3);
-  static_assert(sizeof(HeadPlan) == 4 * sizeof(int), "HeadPlan: four words in this order");
-  return h;
-}
-
-__device__ __forceinline__ GroupDesc ld_now(const GroupDesc* a) {
-  const int* w = reinterpret_cast<const int*>(a);
-  GroupDesc g;
-  g.end = ld_now(w + 0);
-  g.s_e = ld_now(w + 1);
-  g.lo = ld_now(w + 2);
-  g.em = ld_now(w + 3);
-  static_assert(sizeof(GroupDesc) == 4 * sizeof(int), "GroupDesc: four ints in this order");
-  return g;
+/*! \brief A struct of 32-bit words (RowInfo, HeadPlan, GroupDesc), loaded word by word with
+ *  ld_now. */
+template <class T>
+__device__ __forceinline__ T ld_now_words(const T* a) {
+  static_assert(sizeof(T) % sizeof(int) == 0 && alignof(T) >= alignof(int), "a struct of 32-bit words");
+  constexpr int kWords = sizeof(T) / sizeof(int);
+  const int* src = reinterpret_cast<const int*>(a);
+  int w[kWords];
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) w[i] = ld_now(src + i);
+  T t;
+  memcpy(&t, w, sizeof(T));
+  return t;
 }
 
 /*! \brief A kv_len the kernels accept: in [1, max_context] and within the page-table row,
