@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   const int gi = row * p.Hkv + hk;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
   const RowInfo ri = ld_now_words(p.rows + row);
-  const StepCuts cuts = load_cuts_now(p);
+  const StepCuts cuts = load_cuts<true>(p);
   const GroupDesc g = ld_now_words(p.groups + gi);
   const int off = ld_now(p.group_off + gi), cnt = ld_now(p.group_off + gi + 1) - off,
             items = ld_now(p.group_off + p.N * p.Hkv);

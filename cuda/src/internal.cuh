@@ -260,22 +260,19 @@ __device__ inline int group_band_lo(const KParams& p, int row, int hk) {
   return band_lo;
 }
 
-/*! \brief The step's cuts, as the schedule stored them (store_cuts). */
+/*! \brief The step's cuts, as the schedule stored them (store_cuts): through the read-only
+ *  path, or with ld_now (kNow) in a prologue whose loads go out in one round. */
+template <bool kNow = false>
 __device__ inline StepCuts load_cuts(const KParams& p) {
+  auto ld = [&](int slot) {
+    if constexpr (kNow) return ld_now(p.work + slot);
+    else return __ldg(p.work + slot);
+  };
   StepCuts c;
-  c.elig.C = __ldg(p.work + kWorkC);
-  c.elig.lg = __ldg(p.work + kWorkLgC);
-  c.exact.C = __ldg(p.work + kWorkCExact);
-  c.exact.lg = __ldg(p.work + kWorkLgCExact);
-  return c;
-}
-/*! \brief load_cuts with ld_now. */
-__device__ inline StepCuts load_cuts_now(const KParams& p) {
-  StepCuts c;
-  c.elig.C = ld_now(p.work + kWorkC);
-  c.elig.lg = ld_now(p.work + kWorkLgC);
-  c.exact.C = ld_now(p.work + kWorkCExact);
-  c.exact.lg = ld_now(p.work + kWorkLgCExact);
+  c.elig.C = ld(kWorkC);
+  c.elig.lg = ld(kWorkLgC);
+  c.exact.C = ld(kWorkCExact);
+  c.exact.lg = ld(kWorkLgCExact);
   return c;
 }
 
