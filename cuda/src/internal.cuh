@@ -198,8 +198,8 @@ __device__ inline bool kv_len_ok(const KParams& p, int len) {
 
 /*! \brief Row validity, readiness and eligibility (DESIGN §3 step 1, §3.2), in the three
  *  parts row_info runs in order. A caller with loads of its own to issue (K1's ring scan)
- *  puts them between the second and the third, so that one round trip serves both: the
- *  first part's loads (kv_len, slot) are the only ones anything waits for. */
+ *  puts them between the second and the third, so that they and the readiness words share
+ *  the round trip after the first part's (kv_len, slot). */
 __device__ inline RowInfo row_info_first(const KParams& p, int row) {
   RowInfo ri;
   const int len = p.kv_len[row];  // loaded together: neither depends on the other
@@ -235,6 +235,7 @@ __device__ inline void row_ready_finish(const KParams& p, RowInfo& ri, const Row
   ri.ready = p.mode == kModeMac && ri.valid && w.ready != 0 && w.epoch_a == w.epoch_b;
   ri.eligible = p.mode == kModeMac && ri.valid && ri.ready && ri.m >= p.gen_min && ri.m >= 1;
 }
+/*! \brief The three parts in a row (the schedule's rows' half): two round trips. */
 __device__ inline RowInfo row_info(const KParams& p, int row) {
   RowInfo ri = row_info_first(p, row);
   row_ready_finish(p, ri, row_ready_issue(p, ri));
