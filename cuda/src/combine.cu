@@ -20,6 +20,12 @@ __device__ __forceinline__ void discard_l2_line(const void* p) {
   asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(p) : "memory");
 }
 
+/*! \brief bf16 value i of consecutive values held as 32-bit pairs (ld_now): the lower
+ *  address in the lower half. */
+__device__ __forceinline__ uint16_t bf16_of_pairs(const uint32_t* w, int i) {
+  return static_cast<uint16_t>(w[i / 2] >> (16 * (i % 2)));
+}
+
 /*! \brief The four merges of one warp's share of a head's items, as normalised base-2 states
  *  in shared memory: all (full attention, ineligible rows), sinks, band, tail. */
 template <int D, int kWarps>
@@ -56,9 +62,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   // below: as plain loads, they went out in three or four dependent rounds.
   const int gi = row * p.Hkv + hk;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
-  const RowInfo ri = ld_now_words(p.rows + row);
+  const RowInfo ri = ld_now(p.rows + row);
   const StepCuts cuts = load_cuts<true>(p);
-  const GroupDesc g = ld_now_words(p.groups + gi);
+  const GroupDesc g = ld_now(p.groups + gi);
   const int off = ld_now(p.group_off + gi), cnt = ld_now(p.group_off + gi + 1) - off,
             items = ld_now(p.group_off + p.N * p.Hkv);
   HeadPlan plan = miss_plan(g.s_e);  // prefill rows: no K1 decision
@@ -67,7 +73,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   if constexpr (!kAllOnly) {
     if (warp == 0) {
       if (p.mode == kModeMac) {
-        plan = ld_now_words(p.plans + oh);
+        plan = ld_now(p.plans + oh);
         snap_l2 = ld_now(p.snap_lse2 + oh);
         const uint32_t* src = reinterpret_cast<const uint32_t*>(p.snap_o + oh * D + lane * V);
 #pragma unroll
@@ -224,7 +230,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     if (plan.hit) {
       float po[V];
 #pragma unroll
-      for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(static_cast<uint16_t>(snap_w[i / 2] >> (16 * (i % 2))));
+      for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(bf16_of_pairs(snap_w, i));
       float pl = snap_l2;
       merge_states<V>(pl, po, el, eo);  // prefix ⊕ band
       el = pl;
@@ -235,7 +241,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
       const int64_t ri_ = (static_cast<int64_t>(ri.slot) * p.M + ri.m % p.M) * p.Hq + h;
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        p.ring_q[ri_ * D + lane * V + i] = static_cast<uint16_t>(q_w[i / 2] >> (16 * (i % 2)));
+        p.ring_q[ri_ * D + lane * V + i] = bf16_of_pairs(q_w, i);
         p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(eo[i]);
       }
       if (lane == 0) p.ring_lse[ri_] = lse_log2_to_natural(el);

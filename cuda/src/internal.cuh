@@ -156,35 +156,20 @@ __device__ inline uint16_t float_to_bf16_bits(float x) {
   return *reinterpret_cast<uint16_t*>(&h);
 }
 
-/*! \brief Global loads issued where they are written (asm volatile: the compiler neither
- *  sinks them past a later branch nor delays them behind one). A prologue whose addresses
- *  depend only on indices and parameters issues all of its loads this way, so they share one
- *  round trip even though it branches on the first of them before using the others. */
-__device__ __forceinline__ int ld_now(const int* a) {
-  int v;
-  asm volatile("ld.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a));
-  return v;
-}
-__device__ __forceinline__ float ld_now(const float* a) {
-  float v;
-  asm volatile("ld.global.f32 %0, [%1];\n" : "=f"(v) : "l"(a));
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_now(const uint32_t* a) {
-  uint32_t v;
-  asm volatile("ld.global.b32 %0, [%1];\n" : "=r"(v) : "l"(a));
-  return v;
-}
-/*! \brief A struct of 32-bit words (RowInfo, HeadPlan, GroupDesc), loaded word by word with
- *  ld_now. */
+/*! \brief A global load issued where it is written (asm volatile: the compiler neither sinks
+ *  it past a later branch nor delays it behind one). A prologue whose addresses depend only
+ *  on indices and parameters issues all of its loads this way, so they share one round trip
+ *  even though it branches on the first of them before using the others. T: a 32-bit word
+ *  (int, float, a pair of bf16) or a struct of them (RowInfo, HeadPlan, GroupDesc), loaded
+ *  word by word. */
 template <class T>
-__device__ __forceinline__ T ld_now_words(const T* a) {
-  static_assert(sizeof(T) % sizeof(int) == 0 && alignof(T) >= alignof(int), "a struct of 32-bit words");
-  constexpr int kWords = sizeof(T) / sizeof(int);
-  const int* src = reinterpret_cast<const int*>(a);
-  int w[kWords];
+__device__ __forceinline__ T ld_now(const T* a) {
+  static_assert(sizeof(T) % sizeof(uint32_t) == 0 && alignof(T) >= alignof(uint32_t), "32-bit words");
+  constexpr int kWords = sizeof(T) / sizeof(uint32_t);
+  const uint32_t* src = reinterpret_cast<const uint32_t*>(a);
+  uint32_t w[kWords];
 #pragma unroll
-  for (int i = 0; i < kWords; ++i) w[i] = ld_now(src + i);
+  for (int i = 0; i < kWords; ++i) asm volatile("ld.global.b32 %0, [%1];\n" : "=r"(w[i]) : "l"(src + i));
   T t;
   memcpy(&t, w, sizeof(T));
   return t;

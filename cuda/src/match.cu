@@ -124,6 +124,13 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
     s_p[tid >> 5] = best_p;
   }
   __syncthreads();
+  if (tid == 0) {  // the block's winner, in thread 0
+    for (int w = 1; w < 8; ++w)
+      if (better(s_d2[w], s_p[w], best_d, best_p)) {
+        best_d = s_d2[w];
+        best_p = s_p[w];
+      }
+  }
   if (splits > 1) {
     // The cluster's winners meet in block 0's shared memory: once the whole cluster has
     // started (the barrier phase every thread arrived at on entry, long complete by now),
@@ -136,11 +143,6 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
     const cg::cluster_group cluster = cg::this_cluster();
     cluster_wait_acquire();
     if (tid == 0) {
-      for (int w = 1; w < 8; ++w)
-        if (better(s_d2[w], s_p[w], best_d, best_p)) {
-          best_d = s_d2[w];
-          best_p = s_p[w];
-        }
       *cluster.map_shared_rank(&s_win_d2[z], 0) = best_d;
       *cluster.map_shared_rank(&s_win_p[z], 0) = best_p;
     }
@@ -161,12 +163,6 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
         }
       }
     }
-  } else if (tid == 0) {
-    for (int w = 1; w < 8; ++w)
-      if (better(s_d2[w], s_p[w], best_d, best_p)) {
-        best_d = s_d2[w];
-        best_p = s_p[w];
-      }
   }
   if (tid == 0) s_best = best_d < p.thr ? best_p : -1;  // strict; NaN never hits
   __syncthreads();
