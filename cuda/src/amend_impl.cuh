@@ -110,6 +110,19 @@ __device__ __forceinline__ uint64_t kv_evict_first_policy() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
   return pol;
 }
+/*! \brief The L2 evict_last policy of the partial-state stores of steps whose combine drops
+ *  their lines (parts_dropped): kept in L2 until then, they never reach DRAM. */
+__device__ __forceinline__ uint64_t parts_evict_last_policy() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ void st_cache_hint(float2* a, float2 v, uint64_t pol) {
+  asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(a), "f"(v.x), "f"(v.y), "l"(pol) : "memory");
+}
+__device__ __forceinline__ void st_cache_hint(float* a, float v, uint64_t pol) {
+  asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;\n" ::"l"(a), "f"(v), "l"(pol) : "memory");
+}
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global" MAC_CP_ASYNC_PREFETCH " [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
@@ -358,7 +371,15 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   auto page_of = [&](const ItemDesc& d, int key) {
     return __ldg(p.page_table + static_cast<int64_t>(d.ptrow) * p.max_pages + page_index(key));
   };
-  const bool kv_ef = p.kv_evict_first < 0 ? kv_evict_first_auto(total, cuts.elig.C, D) : p.kv_evict_first != 0;
+  // L2 policies of the step (cache hints: no bit of a result depends on them). Where the
+  // combine drops the partial states' lines (large steps), the partials are stored
+  // evict_last and the K/V stream goes evict_first at any size, so the stream evicts itself
+  // rather than the partials, which then never reach DRAM: written back in the middle of
+  // the read stream, they cost a 2 GiB step 1–2 % (docs/bench/tuning_h200.md §21). Either
+  // policy alone gains nothing there (§10, §17).
+  const bool parts_last = p.parts_evict_last < 0 ? parts_dropped(p, total, cuts.elig.C, D) : p.parts_evict_last != 0;
+  const bool kv_ef = p.kv_evict_first < 0 ? kv_evict_first_auto(total, cuts.elig.C, D) || parts_last
+                                          : p.kv_evict_first != 0;
   const uint64_t kv_pol = kv_evict_first_policy();
   int ld_key = tile_key(ld, 0);
   int ld_page = page_of(ld, ld_key);
@@ -601,12 +622,20 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         const float inv = empty ? 0.f : 1.f / l;
         const int64_t base = (static_cast<int64_t>(cs_item) * p.G + g);
         float* po = p.part_o + base * D;
+        const float lse2 = empty ? -INFINITY : mrow[rr] + log2f(l);
+        if (parts_last) {  // uniform: two copies of the stores
+          const uint64_t pol = parts_evict_last_policy();
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          float2 v = make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv);
-          *reinterpret_cast<float2*>(po + n * 8 + q4 * 2) = v;
+          for (int n = 0; n < NT; ++n)
+            st_cache_hint(reinterpret_cast<float2*>(po + n * 8 + q4 * 2),
+                          make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv), pol);
+          if (q4 == 0) st_cache_hint(p.part_lse2 + base, lse2, pol);
+        } else {
+#pragma unroll
+          for (int n = 0; n < NT; ++n)
+            *reinterpret_cast<float2*>(po + n * 8 + q4 * 2) = make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv);
+          if (q4 == 0) p.part_lse2[base] = lse2;
         }
-        if (q4 == 0) p.part_lse2[base] = empty ? -INFINITY : mrow[rr] + log2f(l);
       }
     }
   }

@@ -122,8 +122,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     constexpr int U = D <= 128 ? 8 : 4;
     // The combine is the partials' last reader unless K3 runs beside it on the side stream
     // (which reads the band partials too). Where it drops their lines: parts_discard_auto.
-    const bool discard = (p.k3_in_combine || p.mode != kModeMac) &&
-                         (p.parts_discard < 0 ? parts_discard_auto(items, cuts.elig.C, D) : p.parts_discard != 0);
+    const bool discard = parts_dropped(p, items, cuts.elig.C, D);
     for (int k0 = k_lo; k0 < k_hi; k0 += U) {
       float l2[U];
       float o[U][V];

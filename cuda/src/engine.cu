@@ -165,6 +165,7 @@ struct Engine::Impl {
   int table_bytes = 0;  // > 0: the amend kernel schedules its own items (ScheduleMode::kAuto)
   int kv_evict_first = -1;  // L2 policy of the K/V stream: −1 per step, else fixed (env)
   int parts_discard = -1;   // the partials' L2 lines dropped after the combine: −1 per step, else fixed (env)
+  int parts_evict_last = -1;  // the partials stored evict_last: −1 where dropped, else fixed (env)
   // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule kernel (MAC
   // steps that are not self-scheduled), bit 1 → amend (from K1 or the schedule kernel),
   // bit 2 amend → combine in MAC and prefill steps, bit 3 amend → combine in full-attention
@@ -249,12 +250,14 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
   if (cfg.amend == AmendVariant::kBulk) bulk = true;
   impl->bulk = bulk;
-  // Two L2 policies chosen per step (work_items.hpp): evict_first on the K/V stream
-  // (kv_evict_first_auto) and the partial states discarded after the combine
-  // (parts_discard_auto); env MAC_CUDA_KV_EVICT_FIRST and MAC_CUDA_PARTS_DISCARD = 0 or 1
-  // (experiment and test switches) fix them.
+  // Three L2 policies chosen per step: the partial states discarded after the combine
+  // (parts_discard_auto, work_items.hpp), stored evict_last where they are (parts_dropped,
+  // internal.cuh), and evict_first on the K/V stream on small steps (kv_evict_first_auto) and
+  // beside evict_last partials; env MAC_CUDA_PARTS_DISCARD, MAC_CUDA_PARTS_EVICT_LAST and
+  // MAC_CUDA_KV_EVICT_FIRST = 0 or 1 (experiment and test switches) fix them.
   MAC_STATUS_TRY(env_auto01("MAC_CUDA_KV_EVICT_FIRST", &impl->kv_evict_first));
   MAC_STATUS_TRY(env_auto01("MAC_CUDA_PARTS_DISCARD", &impl->parts_discard));
+  MAC_STATUS_TRY(env_auto01("MAC_CUDA_PARTS_EVICT_LAST", &impl->parts_evict_last));
   // Not bit 3: measured, amend → combine as a programmatic edge costs full-attention steps
   // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (docs/bench/tuning_h200.md §7).
   constexpr unsigned kPdlDefault = 1u | 2u | 4u;
@@ -427,6 +430,7 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.self_schedule = table_bytes > 0 ? 1 : 0;
   k.kv_evict_first = kv_evict_first;
   k.parts_discard = parts_discard;
+  k.parts_evict_last = parts_evict_last;
   k.plans = plans;
   k.snap_o = snap_o;
   k.snap_lse2 = snap_lse2;

@@ -134,6 +134,8 @@ struct KParams {
                       //  hint, −1 chosen per step (kv_evict_first_auto)
   int parts_discard;  // the combine drops the partial states' L2 lines once read (no write-back
                       //  to DRAM): 1 yes, 0 no, −1 chosen per step (parts_discard_auto)
+  int parts_evict_last;  // the amend kernel stores the partial states with an L2 evict_last
+                         //  policy: 1 yes, 0 no, −1 where the combine drops them (parts_dropped)
   // workspace
   HeadPlan* plans;       // [N, Hq]
   uint16_t* snap_o;      // [N, Hq, D] prefix snapshot (read before the ring write)
@@ -244,6 +246,15 @@ __device__ inline int group_band_lo(const KParams& p, int row, int hk) {
     band_lo = bs < band_lo ? bs : band_lo;
   }
   return band_lo;
+}
+
+/*! \brief Whether the combine drops the partial states' L2 lines once it has read them: its
+ *  own choice (parts_discard, else parts_discard_auto by the step's items and eligible cut),
+ *  never beside a side-stream K3, which reads the band partials too. The amend kernel asks
+ *  the same question for the L2 policies of its stores and its K/V stream. */
+__device__ inline bool parts_dropped(const KParams& p, int64_t items, int C, int D) {
+  return (p.k3_in_combine || p.mode != kModeMac) &&
+         (p.parts_discard < 0 ? parts_discard_auto(items, C, D) : p.parts_discard != 0);
 }
 
 /*! \brief The step's cuts, as the schedule stored them (store_cuts): through the read-only
