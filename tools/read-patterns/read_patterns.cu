@@ -24,9 +24,11 @@
 // warp after each tile lands: N dependent FMAs, or with N < 0, −N ns of __nanosleep.
 //
 // Output: one CSV line per (pattern, variant): GB/s as the median of --reps timed launches,
-// and the ratio to a plain streaming read of a buffer of the same size measured in the same
-// run (the `read` line). Measurements: docs/bench/tuning_h200.md §21.
+// and the ratio to mac-bench's streaming read of a buffer of the same size measured in the
+// same run (the `read` lines, at the start and the end). Measurements: docs/bench/tuning_h200.md §21.
 #include <cuda_runtime.h>
+
+#include "mac/cuda/mac_cuda.hpp"  // measure_read_bandwidth: the baseline
 
 #include <algorithm>
 #include <cstdint>
@@ -304,20 +306,6 @@ __global__ void discard_lines(float* p, int64_t lines) {
     asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(p + i * 32) : "memory");
 }
 
-// ---- a plain streaming read (the baseline of the same run) ----
-__global__ void plain_read(const uint4* __restrict__ p, size_t n, float* sink) {
-  uint32_t x = 0;
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 a = __ldcs(p + i), b = __ldcs(p + i + stride), c = __ldcs(p + i + 2 * stride),
-                d = __ldcs(p + i + 3 * stride);
-    x ^= a.x ^ b.y ^ c.z ^ d.w;
-  }
-  for (; i < n; i += stride) x ^= __ldcs(p + i).x;
-  if (x == 0x12345678u) *sink = 1.f;
-}
-
 struct Options {
   Shape shape{16, 8, 32768, 1024};
   int reps = 30, page_size = 16, parts = 0;
@@ -415,6 +403,10 @@ float time_ms(int reps, int* claims, Launch&& launch, Between&& between = [] {})
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  if (!mac::cuda::cuda_device_present()) {  // as mac-bench: nothing to measure here
+    std::fprintf(stderr, "read-patterns: no CUDA device: %s\n", mac::cuda::device_description().c_str());
+    return 77;
+  }
   const Shape s = o.shape;
   int sms = 0;
   RP_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -444,20 +436,27 @@ int main(int argc, char** argv) {
   const int64_t parts_slots = std::max<int64_t>(s.items(), 2 * sms * 4 * 4);
   float* parts = nullptr;
   if (o.parts > 0) RP_CHECK(cudaMalloc(&parts, static_cast<size_t>(parts_slots) * o.parts * (kD + 1) * 4));
-  uint4* flat = nullptr;  // the baseline reads one buffer of the same size
-  RP_CHECK(cudaMalloc(&flat, pool * 4));
-  RP_CHECK(cudaMemset(flat, 0x3c, pool * 4));
 
   std::printf("pattern,variant,layout,batch,hkv,ctx,chunk,page_size,work,parts,ms,gbps,vs_read\n");
-  const float read_ms = time_ms(o.reps, nullptr, [&] { plain_read<<<sms * 4, 512>>>(flat, pool * 4 / 16, sink); });
-  const double read_gbps = bytes / (read_ms * 1e-3) / 1e9;
+  // The baseline: mac-bench's streaming read (mac::cuda::measure_read_bandwidth) over a
+  // buffer of the pattern's size.
+  auto streaming_read = [&] {
+    double gbps = 0;
+    const mac::cuda::Status st = mac::cuda::measure_read_bandwidth(static_cast<size_t>(bytes), o.reps, &gbps);
+    if (!st.ok()) {
+      std::fprintf(stderr, "read-patterns: streaming read: %s\n", st.message.c_str());
+      std::exit(1);
+    }
+    return gbps;
+  };
+  const double read_gbps = streaming_read();
   auto report = [&](const char* pattern, const char* variant, int work, float ms) {
     const double gbps = bytes / (ms * 1e-3) / 1e9;
     std::printf("%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.4f,%.1f,%.4f\n", pattern, variant, o.layout.c_str(), s.batch, s.hkv,
                 s.ctx, s.chunk, o.page_size, work, o.parts, ms, gbps, gbps / read_gbps);
     std::fflush(stdout);
   };
-  report("read", "ldcs", 0, read_ms);
+  report("read", "stream", 0, static_cast<float>(bytes / (read_gbps * 1e9) * 1e3));
 
   auto run_warp = [&](auto kernel, int stages, const char* variant, int work) {
     const int smem = 4 * stages * 2 * 16 * kD * 2;
@@ -494,10 +493,10 @@ int main(int argc, char** argv) {
     }
     run_cta(cta_streams<64, 3, kPrefetch128>, 64, 3, "pf128", w);
   }
-  report("read", "ldcs-again", 0, time_ms(o.reps, nullptr, [&] { plain_read<<<sms * 4, 512>>>(flat, pool * 4 / 16, sink); }));
+  const double again = streaming_read();  // the machine's drift over the run
+  report("read", "stream-again", 0, static_cast<float>(bytes / (again * 1e9) * 1e3));
   RP_CHECK(cudaFree(k));
   RP_CHECK(cudaFree(v));
-  RP_CHECK(cudaFree(flat));
   RP_CHECK(cudaFree(claims));
   if (parts) RP_CHECK(cudaFree(parts));
   RP_CHECK(cudaFree(sink));
