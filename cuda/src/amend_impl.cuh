@@ -378,8 +378,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // the read stream, they cost a 2 GiB step 1–2 % (docs/bench/tuning_h200.md §21). Either
   // policy alone gains nothing there (§10, §17).
   const bool parts_last = p.parts_evict_last < 0 ? parts_dropped(p, total, cuts.elig.C, D) : p.parts_evict_last != 0;
-  const bool kv_ef = p.kv_evict_first < 0 ? kv_evict_first_auto(total, cuts.elig.C, D) || parts_last
-                                          : p.kv_evict_first != 0;
+  const bool kv_ef =
+      p.kv_evict_first < 0 ? kv_evict_first_step(total, cuts.elig.C, D, parts_last) : p.kv_evict_first != 0;
   const uint64_t kv_pol = kv_evict_first_policy();
   int ld_key = tile_key(ld, 0);
   int ld_page = page_of(ld, ld_key);

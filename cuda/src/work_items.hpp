@@ -178,6 +178,15 @@ MAC_HD inline bool kv_evict_first_auto(int64_t items, int C, int D) {
   return step_kv_bytes(items, C, D) <= kKvEvictFirstMaxBytes;
 }
 
+/*! \brief The K/V stream's policy of a step: evict_first on small steps (kv_evict_first_auto)
+ *  and on every step whose partial states are stored evict_last, that is, kept in L2 until
+ *  the combine drops them (parts_dropped, internal.cuh). Measured on the H200
+ *  (docs/bench/tuning_h200.md §21): the pair makes full-attention steps of 2–8 GiB up to
+ *  2.3 % faster, where either policy alone gains nothing (§10, §17). */
+MAC_HD inline bool kv_evict_first_step(int64_t items, int C, int D, bool parts_evict_last) {
+  return parts_evict_last || kv_evict_first_auto(items, C, D);
+}
+
 /*! \brief Whether the combine drops the partial states' L2 lines once it has read them (PTX
  *  discard.global.L2: dirty lines never written back to DRAM): on steps of at least
  *  kPartsDiscardMinBytes of keys and values (step_kv_bytes). Measured on the H200

@@ -191,9 +191,12 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
 }
 
 BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
-  // The two per-step L2 policies (evict_first on the K/V stream, the partials' discards after
-  // the combine) on full-attention steps of the shapes they were measured on
-  // (docs/bench/tuning_h200.md §10, §17): D = 128, 1056 warps, items of the exact cut.
+  // The per-step L2 policies (evict_first on the K/V stream by size, the partials' discards
+  // after the combine, and the stream's policy once the partials it keeps are stored
+  // evict_last) on full-attention steps of the shapes they were measured on
+  // (docs/bench/tuning_h200.md §10, §17, §21): D = 128, 1056 warps, items of the exact cut.
+  // In a full-attention step the partials are stored evict_last exactly where they are
+  // discarded (parts_dropped), so every step from 768 MiB up streams evict_first.
   struct Step {
     int batch, hkv, ctx;
     bool evict_first, discard;
@@ -213,6 +216,14 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
                st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " evict_first");
     BOOST_TEST(wi::parts_discard_auto(items, C, 128) == st.discard,
                st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " discard");
+    // The stream's policy with the partials stored as the step decides (evict_last = discard):
+    // evict_first on the small steps and on every discarding one, so on all of these.
+    BOOST_TEST(wi::kv_evict_first_step(items, C, 128, st.discard) == (st.evict_first || st.discard),
+               st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " stream policy");
+    BOOST_TEST(wi::kv_evict_first_step(items, C, 128, st.discard),
+               st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " streams evict_first");
+    // With the partials stored plainly (MAC_CUDA_PARTS_EVICT_LAST=0) the size rule alone.
+    BOOST_TEST(wi::kv_evict_first_step(items, C, 128, false) == st.evict_first);
   }
   // A step of 64-key items (every head hit) is never large enough to discard, at any D.
   BOOST_TEST(!wi::parts_discard_auto(int64_t{wi::kFineMaxGroups} * wi::kFineMaxItems, wi::kFineC, 256));
