@@ -299,7 +299,9 @@ BOOST_AUTO_TEST_CASE(partial_states_discarded) {
     c.page_size = variant == 1 ? 1 : 16;
     c.seed = 800 + variant;
     const bool graph = variant == 0;
-    Stats off, on;
+    // Discarding steps also store the partials evict_last and stream K/V evict_first
+    // (parts_dropped, kv_evict_first_step); `plain` discards with plain stores.
+    Stats off, on, plain;
     {
       ScopedEnv e("MAC_CUDA_PARTS_DISCARD", "0");
       off = run_steps(c, graph);
@@ -308,6 +310,11 @@ BOOST_AUTO_TEST_CASE(partial_states_discarded) {
       ScopedEnv e("MAC_CUDA_PARTS_DISCARD", "1");
       on = run_steps(c, graph);
     }
+    if (variant == 0) {
+      ScopedEnv e("MAC_CUDA_PARTS_DISCARD", "1"), e2("MAC_CUDA_PARTS_EVICT_LAST", "0");
+      plain = run_steps(c, graph);
+      BOOST_TEST(plain.out_hash == off.out_hash);
+    }
     report("partials discarded", c, on);
     check_stats(on);
     BOOST_TEST(on.out_hash == off.out_hash);
@@ -315,16 +322,18 @@ BOOST_AUTO_TEST_CASE(partial_states_discarded) {
                 on.out_hash == off.out_hash ? "OK" : "FAIL", static_cast<unsigned long long>(on.out_hash),
                 static_cast<unsigned long long>(off.out_hash));
   }
-  // The switch is read (a value outside auto/0/1 is refused, naming it).
-  ScopedEnv bad("MAC_CUDA_PARTS_DISCARD", "2");
-  std::unique_ptr<Engine> e;
-  EngineConfig ec;
-  ec.num_q_heads = 8;
-  ec.num_kv_heads = 2;
-  ec.head_dim = 128;
-  const Status st = Engine::create(ec, &e);
-  BOOST_TEST((st.code == StatusCode::kInvalidArgument));
-  BOOST_TEST(st.message.find("MAC_CUDA_PARTS_DISCARD") != std::string::npos);
+  // The switches are read (a value outside auto/0/1 is refused, naming it).
+  for (const char* name : {"MAC_CUDA_PARTS_DISCARD", "MAC_CUDA_PARTS_EVICT_LAST"}) {
+    ScopedEnv bad(name, "2");
+    std::unique_ptr<Engine> e;
+    EngineConfig ec;
+    ec.num_q_heads = 8;
+    ec.num_kv_heads = 2;
+    ec.head_dim = 128;
+    const Status st = Engine::create(ec, &e);
+    BOOST_TEST((st.code == StatusCode::kInvalidArgument), name);
+    BOOST_TEST(st.message.find(name) != std::string::npos, name);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(refusals) {
