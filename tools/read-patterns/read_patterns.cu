@@ -34,7 +34,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -67,13 +66,13 @@ struct Shape {
   __host__ __device__ int items() const { return batch * hkv * (ctx / chunk); }
 };
 
-enum Hint : int { kNoHint = 0, kPrefetch128 = 1, kEvictFirst = 2 };
+// The copies' L2 treatment: the amend kernel's 128-byte prefetch hint, and that with an
+// evict_first policy.
+enum Hint : int { kPrefetch128, kEvictFirst };
 
 template <int kHint>
 __device__ __forceinline__ void copy16(uint32_t dst, const void* src, uint64_t pol) {
-  if constexpr (kHint == kNoHint) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-  } else if constexpr (kHint == kPrefetch128) {
+  if constexpr (kHint == kPrefetch128) {
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
   } else {
     asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
