@@ -61,7 +61,7 @@ struct Cut {
 // were within 1 % of it (64/64K/Hkv 4 1.1 % faster, 16/127K/Hkv 8 0.9 % slower), while 2 per
 // warp cost up to 18 % and 4096 did not pay (§21: since the L2 policies of 89f0cf0 a new
 // sweep favours 4096 at 64/64K/Hkv 4 and 64/127K/Hkv 8 and 1024 at 16/127K and 64/32K with
-// Hkv 8, by 0.8–1.6 %; the rule has not been re-tuned to it yet). The eligible cut
+// Hkv 8, by 0.8–1.6 %; no rule of the step's keys fits those, §22, so this one stands). The eligible cut
 // keeps 8 items per warp for 2048: cut that way, MAC steps in which 5 % of the heads miss were
 // up to 11 % slower (16/127K/Hkv 4), their few long miss groups being too few items for the
 // warps. At D = 256, 2048-key items with 3.9 items per warp cost 15 % (16/32K/Hkv 8), so both
