@@ -9,10 +9,15 @@
 
 namespace mac::cuda::detail {
 
-/*! \brief Warps per (row, head): eight keep the merge chains short when there are few heads
- *  (small batch), two keep the whole grid resident when there are many. A function of
- *  N·Hq alone, so full attention and MAC steps of one batch merge in the same order. */
-inline int combine_warps(int heads) { return heads <= 512 ? 8 : heads <= 1024 ? 4 : 2; }
+/*! \brief Warps per (row, head): sixteen or eight keep the merge chains short when there are
+ *  few heads (small batch), two keep the whole grid resident when there are many. Sixteen
+ *  only while one block per head fits every SM once (at most 128 heads: the general kernel
+ *  holds one 512-thread block per SM) and their shares fit the static shared memory (D ≤ 128).
+ *  A function of N·Hq and D alone, so full attention and MAC steps of one batch merge in the
+ *  same order. */
+inline int combine_warps(int heads, int D) {
+  return heads <= 128 && D <= 128 ? 16 : heads <= 512 ? 8 : heads <= 1024 ? 4 : 2;
+}
 
 /*! \brief Drops the 128-byte L2 line at `p` (128-aligned) without writing it back: its
  *  contents become undefined (PTX `discard.global.L2`, sm_80+). */
@@ -113,7 +118,16 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   float all_l2, sink_l2, band_l2, tail_l2;
   {
     MergeAcc<V> all, sink, band, tail;  // this warp's share of each merge
-    const int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
+    // Sixteen warps share a group's items only when it has more than sixteen; with fewer,
+    // the first eight take them as the eight-warp kernel does (the same shares and merges),
+    // and the others' shares are empty: a short all-hit group pays no longer finish for them.
+    const bool sixteen = kCombineWarps > 8 && cnt > kCombineWarps;  // uniform in the block
+    const int nw = kCombineWarps > 8 && !sixteen ? 8 : kCombineWarps;  // warps with a share
+    int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
+    if constexpr (kCombineWarps > 8) {
+      k_lo = warp < nw ? warp * cnt / nw : cnt;
+      k_hi = warp < nw ? (warp + 1) * cnt / nw : cnt;
+    }
     // The category of each item follows from the group's counts, computed once per warp.
     const GroupCounts n = group_counts(g, cuts.of(ri.eligible != 0));
     // Loads of U items are issued before their (ordered) merges: the merge order stays the
@@ -181,15 +195,36 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
       stash(3, tail);
     }
     __syncthreads();
-    // The shares of each merge are merged in warp order: by warp 0 alone in full attention,
-    // by warp c mod kCombineWarps for merge c here (the four run side by side; each result
-    // goes back to its share slot 0). Either way the same operations in the same order: ineligible rows keep
-    // full attention's bits.
-    auto finish = [&](int c, float* o, float& l2) {
+    // The shares of each merge are merged in warp order. Sixteen shares are merged in two
+    // levels, so that no warp's chain is longer than with eight: four runs of four consecutive
+    // shares (each result back in its run's first slot), then those four slots. Full attention
+    // and the general kernel take the same shares and levels (a function of the group's item
+    // count) in the same order: ineligible rows keep full attention's bits.
+    auto finish_shares = [&](int c, int w0, int n, int stride, float* o, float& l2) {
       MergeAcc<V> m;
-      for (int w = 0; w < kCombineWarps; ++w) m.add(share.l2[c][w], &share.o[c][w][lane * V]);
+      for (int i = 0, w = w0; i < n; ++i, w += stride) m.add(share.l2[c][w], &share.o[c][w][lane * V]);
       m.normalised(o);
       l2 = m.lse2();
+    };
+    constexpr int kRun = 4;                                           // shares per first-level merge
+    constexpr int kRuns = kCombineWarps > 8 ? kCombineWarps / kRun : 1;  // first-level merges per category
+    if (sixteen) {
+      for (int t = warp; t < kCats * kRuns; t += kCombineWarps) {
+        const int c = t / kRuns, w0 = t % kRuns * kRun;
+        float o[V], l;
+        finish_shares(c, w0, kRun, 1, o, l);
+        __syncwarp();  // every lane has read the run's slots before its first is overwritten
+#pragma unroll
+        for (int i = 0; i < V; ++i) share.o[c][w0][lane * V + i] = o[i];
+        if (lane == 0) share.l2[c][w0] = l;
+      }
+      __syncthreads();
+    }
+    // The last level: by warp 0 alone in full attention, by warp c mod kCombineWarps for
+    // merge c here (the four run side by side; each result goes back to its share slot 0).
+    auto finish = [&](int c, float* o, float& l2) {
+      if (sixteen) finish_shares(c, 0, kRuns, kRun, o, l2);
+      else finish_shares(c, 0, nw, 1, o, l2);
     };
     if constexpr (kAllOnly) {
       if (warp != 0) return;
@@ -275,7 +310,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
 
 template <int D, bool kAllOnly>
 cudaError_t launch_combine_d(const KParams& p, int k3_only, bool pdl, cudaStream_t s) {
-  const int grid = p.N * p.Hq, warps = combine_warps(grid);
+  const int grid = p.N * p.Hq, warps = combine_warps(grid, D);
+  if constexpr (D <= 128)
+    if (warps == 16) return launch_kernel(combine_kernel<D, kAllOnly, 16>, grid, 512, 0, s, pdl, p, k3_only);
   if (warps == 8) return launch_kernel(combine_kernel<D, kAllOnly, 8>, grid, 256, 0, s, pdl, p, k3_only);
   if (warps == 4) return launch_kernel(combine_kernel<D, kAllOnly, 4>, grid, 128, 0, s, pdl, p, k3_only);
   return launch_kernel(combine_kernel<D, kAllOnly, 2>, grid, 64, 0, s, pdl, p, k3_only);
