@@ -11,12 +11,12 @@ namespace mac::cuda::detail {
 
 /*! \brief Warps per (row, head): sixteen or eight keep the merge chains short when there are
  *  few heads (small batch), two keep the whole grid resident when there are many. Sixteen
- *  only while one block per head fits every SM once (at most 128 heads: the general kernel
- *  holds one 512-thread block per SM) and their shares fit the static shared memory (D ≤ 128).
- *  A function of N·Hq and D alone, so full attention and MAC steps of one batch merge in the
- *  same order. */
+ *  only up to 64 heads (batch 1 and 2 at Hq = 32: measured faster there, level at 128,
+ *  docs/bench/tuning_h200.md §25; the general kernel holds one 512-thread block per SM) and
+ *  where their shares fit the static shared memory (D ≤ 128). A function of N·Hq and D alone,
+ *  so full attention and MAC steps of one batch merge in the same order. */
 inline int combine_warps(int heads, int D) {
-  return heads <= 128 && D <= 128 ? 16 : heads <= 512 ? 8 : heads <= 1024 ? 4 : 2;
+  return heads <= 64 && D <= 128 ? 16 : heads <= 512 ? 8 : heads <= 1024 ? 4 : 2;
 }
 
 /*! \brief Drops the 128-byte L2 line at `p` (128-aligned) without writing it back: its

@@ -225,7 +225,7 @@ BOOST_AUTO_TEST_CASE(schedule_kernel_path) {
 }
 
 BOOST_AUTO_TEST_CASE(small_items_two_level_combine) {
-  // The combine splits each head's merge over 16 warps when N·Hq ≤ 128 and D ≤ 128, and
+  // The combine splits each head's merge over 16 warps when N·Hq ≤ 64 and D ≤ 128, and
   // merges their 16 shares in two levels when a group has more than 16 items. The other
   // cases' groups have at most 13 items (one level); 16-key items give these 44–65 (F = 4
   // sinks, contexts 700–1037, row 1 below gen_min: its output bit-identical to full
@@ -245,7 +245,7 @@ BOOST_AUTO_TEST_CASE(small_items_two_level_combine) {
 }
 
 BOOST_AUTO_TEST_CASE(many_heads_combine_shares) {
-  // The combine splits each head's merge over 16, 8, 4 or 2 warps by N·Hq (≤ 128 at D ≤ 128,
+  // The combine splits each head's merge over 16, 8, 4 or 2 warps by N·Hq (≤ 64 at D ≤ 128,
   // ≤ 512, ≤ 1024, more): 24 and 40 requests of Hq = 32 take the 4- and 2-warp kernels the
   // other cases (N·Hq ≤ 512) never reach. Rows below gen_min check ineligible bit-identity
   // there too.
