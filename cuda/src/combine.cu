@@ -123,11 +123,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     // and the others' shares are empty: a short all-hit group pays no longer finish for them.
     const bool sixteen = kCombineWarps > 8 && cnt > kCombineWarps;  // uniform in the block
     const int nw = kCombineWarps > 8 && !sixteen ? 8 : kCombineWarps;  // warps with a share
-    int k_lo = warp * cnt / kCombineWarps, k_hi = (warp + 1) * cnt / kCombineWarps;
-    if constexpr (kCombineWarps > 8) {
-      k_lo = warp < nw ? warp * cnt / nw : cnt;
-      k_hi = warp < nw ? (warp + 1) * cnt / nw : cnt;
-    }
+    // Below sixteen warps every warp has a share (nw = kCombineWarps): no test in those kernels.
+    const bool has_share = kCombineWarps <= 8 || warp < nw;
+    const int k_lo = has_share ? warp * cnt / nw : cnt, k_hi = has_share ? (warp + 1) * cnt / nw : cnt;
     // The category of each item follows from the group's counts, computed once per warp.
     const GroupCounts n = group_counts(g, cuts.of(ri.eligible != 0));
     // Loads of U items are issued before their (ordered) merges: the merge order stays the
@@ -206,6 +204,13 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
       m.normalised(o);
       l2 = m.lse2();
     };
+    // Parks a merge's result in share slot w0 of merge c (the first of the slots it merged).
+    auto park = [&](int c, int w0, const float* o, float l2) {
+      __syncwarp();  // every lane has read the merged slots before w0 is overwritten
+#pragma unroll
+      for (int i = 0; i < V; ++i) share.o[c][w0][lane * V + i] = o[i];
+      if (lane == 0) share.l2[c][w0] = l2;
+    };
     constexpr int kRun = 4;                                           // shares per first-level merge
     constexpr int kRuns = kCombineWarps > 8 ? kCombineWarps / kRun : 1;  // first-level merges per category
     if (sixteen) {
@@ -213,10 +218,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
         const int c = t / kRuns, w0 = t % kRuns * kRun;
         float o[V], l;
         finish_shares(c, w0, kRun, 1, o, l);
-        __syncwarp();  // every lane has read the run's slots before its first is overwritten
-#pragma unroll
-        for (int i = 0; i < V; ++i) share.o[c][w0][lane * V + i] = o[i];
-        if (lane == 0) share.l2[c][w0] = l;
+        park(c, w0, o, l);
       }
       __syncthreads();
     }
@@ -231,12 +233,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
       finish(0, all_o, all_l2);
     } else {
       for (int c = warp; c < kCats; c += kCombineWarps) {
-        float t[V], l;
-        finish(c, t, l);
-        __syncwarp();  // every lane has read its share slots before slot 0 is overwritten
-#pragma unroll
-        for (int i = 0; i < V; ++i) share.o[c][0][lane * V + i] = t[i];
-        if (lane == 0) share.l2[c][0] = l;
+        float o[V], l;
+        finish(c, o, l);
+        park(c, 0, o, l);
       }
       __syncthreads();
       if (warp != 0) return;
