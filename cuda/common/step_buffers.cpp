@@ -11,10 +11,14 @@ Status StepBuffers::allocate(const StepShape& s) {
   const struct {
     const char* name;
     int64_t value;
-  } sizes[] = {{"batch", s.batch},         {"num_q_heads", s.num_q_heads},
-               {"num_kv_heads", s.num_kv_heads}, {"head_dim", s.head_dim},
-               {"num_pages", s.num_pages}, {"page_size", s.page_size},
-               {"max_pages_per_row", s.max_pages_per_row}, {"ring", s.ring},
+  } sizes[] = {{"batch", s.batch},
+               {"num_q_heads", s.num_q_heads},
+               {"num_kv_heads", s.num_kv_heads},
+               {"head_dim", s.head_dim},
+               {"num_pages", s.num_pages},
+               {"page_size", s.page_size},
+               {"max_pages_per_row", s.max_pages_per_row},
+               {"ring", s.ring},
                {"num_slots", s.num_slots}};
   for (const auto& z : sizes)
     if (z.value < 1) {
@@ -25,7 +29,8 @@ Status StepBuffers::allocate(const StepShape& s) {
   // Built aside and moved in only when complete: a failed call leaves *this as it was.
   StepBuffers t;
   t.shape = s;
-  const size_t D = static_cast<size_t>(s.head_dim), nh = static_cast<size_t>(s.batch) * s.num_q_heads;
+  const size_t D = static_cast<size_t>(s.head_dim),
+               nh = static_cast<size_t>(s.batch) * s.num_q_heads;
   const size_t kv = static_cast<size_t>(s.num_pages) * s.page_size * s.num_kv_heads * D;
   const size_t rq = static_cast<size_t>(s.num_slots) * s.ring * s.num_q_heads;
   const size_t nd = s.diagnostics ? nh : 0;  // DeviceBuffer::allocate(0) leaves it empty

@@ -3,8 +3,11 @@
 #include "launch.hpp"
 
 namespace mac::cuda::detail {
-cudaError_t launch_amend_d256(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl, cudaStream_t s) {
+cudaError_t launch_amend_d256(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl,
+                              cudaStream_t s) {
   return launch_amend_impl<256>(p, grid, table_bytes, bulk, pdl, s);
 }
-int amend_grid_d256(int device, bool bulk, int table_bytes) { return amend_grid_impl<256>(device, bulk, table_bytes); }
+int amend_grid_d256(int device, bool bulk, int table_bytes) {
+  return amend_grid_impl<256>(device, bulk, table_bytes);
+}
 }  // namespace mac::cuda::detail

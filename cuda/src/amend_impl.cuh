@@ -50,17 +50,19 @@ struct AmendCfg {
   static constexpr int kWarps = kAmendWarps;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kStages = D == 64 ? 4 : D == 128 ? MAC_AMEND_STAGES_D128 : 3;
-  static constexpr int kCpr = D / 8;                          // 16-byte chunks per key row
+  static constexpr int kCpr = D / 8;                            // 16-byte chunks per key row
   static constexpr int kRowBytes = kBulk ? D * 2 + 16 : D * 2;  // smem row pitch
-  static constexpr int kTileBytes = 16 * kRowBytes;           // one 16-key tile of K (or V)
+  static constexpr int kTileBytes = 16 * kRowBytes;             // one 16-key tile of K (or V)
   static constexpr int kStageBytes = 2 * kTileBytes;
   static constexpr int kWarpSmem = kStages * kStageBytes;
   static constexpr int kSmem = kWarps * kWarpSmem;
   static constexpr int kMinBlocks = D == 256 ? 1 : D == 128 ? MAC_AMEND_MIN_BLOCKS_D128 : 3;
   /*! \brief Shared address of 16-byte chunk c of key row r of a tile. */
   static __device__ __forceinline__ uint32_t at(uint32_t base, int r, int c) {
-    if constexpr (kBulk) return base + r * kRowBytes + c * 16;
-    else return base + (r * kCpr + (c ^ (r & 7))) * 16;
+    if constexpr (kBulk)
+      return base + r * kRowBytes + c * 16;
+    else
+      return base + (r * kCpr + (c ^ (r & 7))) * 16;
   }
 };
 
@@ -68,24 +70,31 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
     asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, "
+        "1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
 }
-__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes,
+                                              uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
 }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 
 #ifndef MAC_AMEND_L2_PREFETCH
 #define MAC_AMEND_L2_PREFETCH 128
@@ -118,21 +127,28 @@ __device__ __forceinline__ uint64_t parts_evict_last_policy() {
   return pol;
 }
 __device__ __forceinline__ void st_cache_hint(float2* a, float2 v, uint64_t pol) {
-  asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(a), "f"(v.x), "f"(v.y), "l"(pol) : "memory");
+  asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(a), "f"(v.x), "f"(v.y),
+               "l"(pol)
+               : "memory");
 }
 __device__ __forceinline__ void st_cache_hint(float* a, float v, uint64_t pol) {
-  asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;\n" ::"l"(a), "f"(v), "l"(pol) : "memory");
+  asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;\n" ::"l"(a), "f"(v), "l"(pol)
+               : "memory");
 }
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global" MAC_CP_ASYNC_PREFETCH " [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+  asm volatile("cp.async.cg.shared.global" MAC_CP_ASYNC_PREFETCH " [%0], [%1], 16;\n" ::"r"(dst),
+               "l"(src));
 }
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint64_t pol) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint" MAC_CP_ASYNC_PREFETCH " [%0], [%1], 16, %2;\n" ::"r"(dst),
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint" MAC_CP_ASYNC_PREFETCH
+               " [%0], [%1], 16, %2;\n" ::"r"(dst),
                "l"(src), "l"(pol));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -195,7 +211,8 @@ __device__ StepCuts self_schedule(const KParams& p, const SelfTables& t) {
       [&](int gi) {
         const int row = gi / p.Hkv;
         const bool el = t.elig[row] != 0;
-        const GroupDesc g = make_group(t.m[row], el, el ? group_band_lo(p, row, gi % p.Hkv) : INT_MAX, p.r, p.F);
+        const GroupDesc g =
+            make_group(t.m[row], el, el ? group_band_lo(p, row, gi % p.Hkv) : INT_MAX, p.r, p.F);
         t.lo[gi] = g.lo;
         if (writer) p.groups[gi] = g;
         return GroupOf{g, el};
@@ -232,7 +249,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   constexpr int S = Cfg::kStages, CPR = Cfg::kCpr, NT = D / 8, KS = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint32_t wsmem = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kWarpSmem;
+  const uint32_t wsmem =
+      static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * Cfg::kWarpSmem;
   const int ng = p.N * p.Hkv;
   // The schedule: computed here into the tables after the stages (self-scheduled), or read
   // from what the schedule kernel wrote.
@@ -257,7 +275,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // spreads them over every SM. Its next kStaticClaims items follow statically (gw + W, …),
   // later ones are claimed dynamically (work[kWorkClaims] counts them; see claim below).
   const int gw = warp * gridDim.x + blockIdx.x;
-  if (gw >= total) return;  // whole warp leaves together
+  if (gw >= total) return;                                 // whole warp leaves together
   __shared__ __align__(8) uint64_t bars[Cfg::kWarps * S];  // per warp, per stage (bulk variant)
   // Items the loader has started, in order; the consumer reads them back. The loader runs
   // at most S − 1 tiles (so at most S − 1 items) ahead, so S entries never collide.
@@ -289,11 +307,12 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     return lane == 0 ? (kStaticClaims + 1) * W + atomicAdd(p.work + kWorkClaims, 1) : 0;
   };
   struct Claimed {  // a claimed item (the claim id is the item id) whose group is loading
-    int item, gi;    // gi = −1 past the last item
+    int item, gi;   // gi = −1 past the last item
   };
   auto group_of = [&](int c) {
     int gi = -1;
-    if (c < total) gi = p.self_schedule ? item_group_search(tab.off, ng, c) : __ldg(p.item_group + c);
+    if (c < total)
+      gi = p.self_schedule ? item_group_search(tab.off, ng, c) : __ldg(p.item_group + c);
     return Claimed{c, gi};
   };
   // An item whose group description (and page-table row) is in flight. Bit kEligBit of
@@ -353,9 +372,9 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // third's group loading, the fourth known; all four static (kStaticClaims).
   static_assert(kStaticClaims == 3, "the warm-up below takes the three static claims");
   ItemDesc ld = resolve(fetch(group_of(gw)));
-  Pending n1 = fetch(group_of(gw + W));             // item after ld: group description loading
-  Claimed ig2 = group_of(gw + 2 * W);               // the one after: its group loading
-  int c3 = gw + 3 * W;                              // and the next (later: a claim in flight)
+  Pending n1 = fetch(group_of(gw + W));  // item after ld: group description loading
+  Claimed ig2 = group_of(gw + 2 * W);    // the one after: its group loading
+  int c3 = gw + 3 * W;                   // and the next (later: a claim in flight)
   int ld_tile = 0, ld_started = 1;
   if (lane == 0) started[warp][0] = ld;
   // Key of this lane's row of tile `t` of item `d`, clamped (rows past the range hold a
@@ -366,8 +385,12 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   };
   // Page and slot of a key: shifts when the page size is a power of two (a division by a
   // runtime value is ~20 instructions on the warp's path per tile).
-  auto page_index = [&](int key) { return p.page_shift >= 0 ? key >> p.page_shift : key / p.page_size; };
-  auto page_slot = [&](int key) { return p.page_shift >= 0 ? key & ((1 << p.page_shift) - 1) : key % p.page_size; };
+  auto page_index = [&](int key) {
+    return p.page_shift >= 0 ? key >> p.page_shift : key / p.page_size;
+  };
+  auto page_slot = [&](int key) {
+    return p.page_shift >= 0 ? key & ((1 << p.page_shift) - 1) : key % p.page_size;
+  };
   auto page_of = [&](const ItemDesc& d, int key) {
     return __ldg(p.page_table + static_cast<int64_t>(d.ptrow) * p.max_pages + page_index(key));
   };
@@ -377,9 +400,10 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // rather than the partials, which then never reach DRAM: written back in the middle of
   // the read stream, they cost a 2 GiB step 1–2 % (docs/bench/tuning_h200.md §21). Either
   // policy alone gains nothing there (§10, §17).
-  const bool parts_last = p.parts_evict_last < 0 ? parts_dropped(p, total, cuts.elig.C, D) : p.parts_evict_last != 0;
-  const bool kv_ef =
-      p.kv_evict_first < 0 ? kv_evict_first_step(total, cuts.elig.C, D, parts_last) : p.kv_evict_first != 0;
+  const bool parts_last =
+      p.parts_evict_last < 0 ? parts_dropped(p, total, cuts.elig.C, D) : p.parts_evict_last != 0;
+  const bool kv_ef = p.kv_evict_first < 0 ? kv_evict_first_step(total, cuts.elig.C, D, parts_last)
+                                          : p.kv_evict_first != 0;
   const uint64_t kv_pol = kv_evict_first_policy();
   int ld_key = tile_key(ld, 0);
   int ld_page = page_of(ld, ld_key);
@@ -402,8 +426,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         __syncwarp();
         fence_proxy_async();  // the stage was last read by ldmatrix (generic proxy)
         const int r = lane & 15;
-        bulk_copy_g2s((lane < 16 ? sK : sV) + r * Cfg::kRowBytes, (lane < 16 ? p.k_cache : p.v_cache) + off, D * 2,
-                      bar);
+        bulk_copy_g2s((lane < 16 ? sK : sV) + r * Cfg::kRowBytes,
+                      (lane < 16 ? p.k_cache : p.v_cache) + off, D * 2, bar);
       } else {
         // Lane l copies 16-byte chunks l, l + 32, … of the tile's K and V rows; two copies of
         // the loop, so the step's cache policy is one uniform branch per tile.
@@ -422,8 +446,10 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
             }
           }
         };
-        if (kv_ef) copy_tile(std::true_type{});
-        else copy_tile(std::false_type{});
+        if (kv_ef)
+          copy_tile(std::true_type{});
+        else
+          copy_tile(std::false_type{});
       }
       if (++ld_tile == ld.ntiles) {  // item boundary: every input below arrived an item ago
         ld_tile = 0;
@@ -454,14 +480,14 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // row's first key (a hit head's band starts at its own E(p)). For D ≤ 128 the next item's
   // are loaded a few tiles before it starts (registers allow), so no item begins with a stall.
   constexpr bool kPrefetchQ = D <= 128;
-  auto load_q = [&](const ItemDesc& it, uint32_t (&qf)[KS][4], int (&start)[2]) {
+  auto load_q = [&](const ItemDesc& it, uint32_t(&qf)[KS][4], int(&start)[2]) {
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       const int g = g0 + 8 * rr;
       const int h = it.hk * p.G + g;
       if (g < p.G && it.row >= 0) {
         const uint32_t* q = reinterpret_cast<const uint32_t*>(p.q_post + it.row * p.q_row_stride +
-                                                             static_cast<int64_t>(h) * D);
+                                                              static_cast<int64_t>(h) * D);
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
           qf[kk][rr] = __ldg(q + kk * 8 + q4);
@@ -633,7 +659,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         } else {
 #pragma unroll
           for (int n = 0; n < NT; ++n)
-            *reinterpret_cast<float2*>(po + n * 8 + q4 * 2) = make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv);
+            *reinterpret_cast<float2*>(po + n * 8 + q4 * 2) =
+                make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv);
           if (q4 == 0) p.part_lse2[base] = lse2;
         }
       }
@@ -643,13 +670,16 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
 }
 
 template <int D, bool kBulk>
-cudaError_t launch_amend_one(const KParams& p, int grid, int table_bytes, bool pdl, cudaStream_t stream) {
+cudaError_t launch_amend_one(const KParams& p, int grid, int table_bytes, bool pdl,
+                             cudaStream_t stream) {
   using Cfg = AmendCfg<D, kBulk>;
-  return launch_kernel(amend_kernel<D, kBulk>, grid, Cfg::kThreads, Cfg::kSmem + table_bytes, stream, pdl, p);
+  return launch_kernel(amend_kernel<D, kBulk>, grid, Cfg::kThreads, Cfg::kSmem + table_bytes,
+                       stream, pdl, p);
 }
 
 template <int D>
-cudaError_t launch_amend_impl(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl, cudaStream_t stream) {
+cudaError_t launch_amend_impl(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl,
+                              cudaStream_t stream) {
   // The smem limits were raised by amend_grid_impl (Engine::create).
   return bulk ? launch_amend_one<D, true>(p, grid, table_bytes, pdl, stream)
               : launch_amend_one<D, false>(p, grid, table_bytes, pdl, stream);
@@ -662,7 +692,8 @@ int amend_grid_one(int device, int table_bytes) {
   // configurations never lower it under one another's launches.
   int optin = 0;
   cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  const int limit = Cfg::kSmem + kMaxSelfTableBytes < optin ? Cfg::kSmem + kMaxSelfTableBytes : optin;
+  const int limit =
+      Cfg::kSmem + kMaxSelfTableBytes < optin ? Cfg::kSmem + kMaxSelfTableBytes : optin;
   cudaFuncSetAttribute(amend_kernel<D, kBulk>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
   if (Cfg::kSmem + table_bytes > limit) return 0;
   int per_sm = 0, sms = 0;
@@ -675,7 +706,8 @@ int amend_grid_one(int device, int table_bytes) {
 
 template <int D>
 int amend_grid_impl(int device, bool bulk, int table_bytes) {
-  return bulk ? amend_grid_one<D, true>(device, table_bytes) : amend_grid_one<D, false>(device, table_bytes);
+  return bulk ? amend_grid_one<D, true>(device, table_bytes)
+              : amend_grid_one<D, false>(device, table_bytes);
 }
 
 }  // namespace mac::cuda::detail

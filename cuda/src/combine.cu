@@ -44,7 +44,8 @@ struct CombineShare {
 // merge of `all` is the same sequence of the same (uncontracted, internal.cuh) operations
 // as in the general kernel, so ineligible MAC rows stay bit-identical to full attention.
 template <int D, bool kAllOnly, int kCombineWarps>
-__global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32 : 16) / kCombineWarps)
+__global__ void __launch_bounds__(32 * kCombineWarps,
+                                  (kAllOnly && D <= 128 ? 32 : 16) / kCombineWarps)
     combine_kernel(const KParams p, int k3_only) {
   constexpr int V = D / 32;  // dims per lane, contiguous
   // One block per (row, query head); its warps merge contiguous shares of the head's
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
   const GroupDesc g = ld_now(p.groups + gi);
   const int off = ld_now(p.group_off + gi), cnt = ld_now(p.group_off + gi + 1) - off,
             items = ld_now(p.group_off + p.N * p.Hkv);
-  HeadPlan plan = miss_plan(g.s_e);  // prefill rows: no K1 decision
+  HeadPlan plan = miss_plan(g.s_e);    // prefill rows: no K1 decision
   uint32_t snap_w[V / 2], q_w[V / 2];  // V bf16 values of this lane, as pairs
   float snap_l2 = -INFINITY;
   if constexpr (!kAllOnly) {
@@ -85,8 +86,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
         for (int i = 0; i < V / 2; ++i) snap_w[i] = ld_now(src + i);
       }
       if (p.mode != kModeFull) {  // q_pre is given in MAC and prefill steps
-        const uint32_t* src =
-            reinterpret_cast<const uint32_t*>(p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + lane * V);
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(
+            p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + lane * V);
 #pragma unroll
         for (int i = 0; i < V / 2; ++i) q_w[i] = ld_now(src + i);
       }
@@ -121,11 +122,12 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     // Sixteen warps share a group's items only when it has more than sixteen; with fewer,
     // the first eight take them as the eight-warp kernel does (the same shares and merges),
     // and the others' shares are empty: a short all-hit group pays no longer finish for them.
-    const bool sixteen = kCombineWarps > 8 && cnt > kCombineWarps;  // uniform in the block
+    const bool sixteen = kCombineWarps > 8 && cnt > kCombineWarps;     // uniform in the block
     const int nw = kCombineWarps > 8 && !sixteen ? 8 : kCombineWarps;  // warps with a share
     // Below sixteen warps every warp has a share (nw = kCombineWarps): no test in those kernels.
     const bool has_share = kCombineWarps <= 8 || warp < nw;
-    const int k_lo = has_share ? warp * cnt / nw : cnt, k_hi = has_share ? (warp + 1) * cnt / nw : cnt;
+    const int k_lo = has_share ? warp * cnt / nw : cnt,
+              k_hi = has_share ? (warp + 1) * cnt / nw : cnt;
     // The category of each item follows from the group's counts, computed once per warp.
     const GroupCounts n = group_counts(g, cuts.of(ri.eligible != 0));
     // Loads of U items are issued before their (ordered) merges: the merge order stays the
@@ -146,10 +148,12 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
         const float* src = p.part_o + pi * D + lane * V;
         if constexpr (V % 4 == 0) {
 #pragma unroll
-          for (int i = 0; i < V; i += 4) *reinterpret_cast<float4*>(&o[u][i]) = *reinterpret_cast<const float4*>(src + i);
+          for (int i = 0; i < V; i += 4)
+            *reinterpret_cast<float4*>(&o[u][i]) = *reinterpret_cast<const float4*>(src + i);
         } else {
 #pragma unroll
-          for (int i = 0; i < V; i += 2) *reinterpret_cast<float2*>(&o[u][i]) = *reinterpret_cast<const float2*>(src + i);
+          for (int i = 0; i < V; i += 2)
+            *reinterpret_cast<float2*>(&o[u][i]) = *reinterpret_cast<const float2*>(src + i);
         }
       }
 #pragma unroll
@@ -159,9 +163,12 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
         if (want_all) all.add(l2[u], o[u]);
         if constexpr (!kAllOnly) {
           const int cat = item_cat(n, k);
-          if (cat == kCatSink) sink.add(l2[u], o[u]);
-          else if (cat == kCatBand) band.add(l2[u], o[u]);
-          else tail.add(l2[u], o[u]);
+          if (cat == kCatSink)
+            sink.add(l2[u], o[u]);
+          else if (cat == kCatBand)
+            band.add(l2[u], o[u]);
+          else
+            tail.add(l2[u], o[u]);
         }
       }
     }
@@ -200,7 +207,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     // count) in the same order: ineligible rows keep full attention's bits.
     auto finish_shares = [&](int c, int w0, int n, int stride, float* o, float& l2) {
       MergeAcc<V> m;
-      for (int i = 0, w = w0; i < n; ++i, w += stride) m.add(share.l2[c][w], &share.o[c][w][lane * V]);
+      for (int i = 0, w = w0; i < n; ++i, w += stride)
+        m.add(share.l2[c][w], &share.o[c][w][lane * V]);
       m.normalised(o);
       l2 = m.lse2();
     };
@@ -211,8 +219,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
       for (int i = 0; i < V; ++i) share.o[c][w0][lane * V + i] = o[i];
       if (lane == 0) share.l2[c][w0] = l2;
     };
-    constexpr int kRun = 4;                                           // shares per first-level merge
-    constexpr int kRuns = kCombineWarps > 8 ? kCombineWarps / kRun : 1;  // first-level merges per category
+    constexpr int kRun = 4;  // shares per first-level merge
+    constexpr int kRuns =
+        kCombineWarps > 8 ? kCombineWarps / kRun : 1;  // first-level merges per category
     if (sixteen) {
       for (int t = warp; t < kCats * kRuns; t += kCombineWarps) {
         const int c = t / kRuns, w0 = t % kRuns * kRun;
@@ -225,8 +234,10 @@ __global__ void __launch_bounds__(32 * kCombineWarps, (kAllOnly && D <= 128 ? 32
     // The last level: by warp 0 alone in full attention, by warp c mod kCombineWarps for
     // merge c here (the four run side by side; each result goes back to its share slot 0).
     auto finish = [&](int c, float* o, float& l2) {
-      if (sixteen) finish_shares(c, 0, kRuns, kRun, o, l2);
-      else finish_shares(c, 0, nw, 1, o, l2);
+      if (sixteen)
+        finish_shares(c, 0, kRuns, kRun, o, l2);
+      else
+        finish_shares(c, 0, nw, 1, o, l2);
     };
     if constexpr (kAllOnly) {
       if (warp != 0) return;
@@ -311,9 +322,12 @@ template <int D, bool kAllOnly>
 cudaError_t launch_combine_d(const KParams& p, int k3_only, bool pdl, cudaStream_t s) {
   const int grid = p.N * p.Hq, warps = combine_warps(grid, D);
   if constexpr (D <= 128)
-    if (warps == 16) return launch_kernel(combine_kernel<D, kAllOnly, 16>, grid, 512, 0, s, pdl, p, k3_only);
-  if (warps == 8) return launch_kernel(combine_kernel<D, kAllOnly, 8>, grid, 256, 0, s, pdl, p, k3_only);
-  if (warps == 4) return launch_kernel(combine_kernel<D, kAllOnly, 4>, grid, 128, 0, s, pdl, p, k3_only);
+    if (warps == 16)
+      return launch_kernel(combine_kernel<D, kAllOnly, 16>, grid, 512, 0, s, pdl, p, k3_only);
+  if (warps == 8)
+    return launch_kernel(combine_kernel<D, kAllOnly, 8>, grid, 256, 0, s, pdl, p, k3_only);
+  if (warps == 4)
+    return launch_kernel(combine_kernel<D, kAllOnly, 4>, grid, 128, 0, s, pdl, p, k3_only);
   return launch_kernel(combine_kernel<D, kAllOnly, 2>, grid, 64, 0, s, pdl, p, k3_only);
 }
 
@@ -321,17 +335,25 @@ cudaError_t launch_combine(const KParams& p, bool k3_only, bool pdl, cudaStream_
   const int k3 = k3_only ? 1 : 0;
   if (p.mode == kModeFull && !k3_only) {  // only the in-order merge: the lean instantiation
     switch (p.D) {
-      case 64: return launch_combine_d<64, true>(p, k3, pdl, s);
-      case 128: return launch_combine_d<128, true>(p, k3, pdl, s);
-      case 256: return launch_combine_d<256, true>(p, k3, pdl, s);
-      default: return cudaErrorInvalidValue;
+      case 64:
+        return launch_combine_d<64, true>(p, k3, pdl, s);
+      case 128:
+        return launch_combine_d<128, true>(p, k3, pdl, s);
+      case 256:
+        return launch_combine_d<256, true>(p, k3, pdl, s);
+      default:
+        return cudaErrorInvalidValue;
     }
   }
   switch (p.D) {
-    case 64: return launch_combine_d<64, false>(p, k3, pdl, s);
-    case 128: return launch_combine_d<128, false>(p, k3, pdl, s);
-    case 256: return launch_combine_d<256, false>(p, k3, pdl, s);
-    default: return cudaErrorInvalidValue;
+    case 64:
+      return launch_combine_d<64, false>(p, k3, pdl, s);
+    case 128:
+      return launch_combine_d<128, false>(p, k3, pdl, s);
+    case 256:
+      return launch_combine_d<256, false>(p, k3, pdl, s);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -344,7 +366,8 @@ __global__ void read_bw_kernel(const uint4* __restrict__ src, size_t n, unsigned
   for (; i + 3 * stride < n; i += 4 * stride) {
     const uint4 a = __ldcs(src + i), b = __ldcs(src + i + stride), c = __ldcs(src + i + 2 * stride),
                 d = __ldcs(src + i + 3 * stride);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^
+           d.w;
   }
   for (; i < n; i += stride) {
     const uint4 a = __ldcs(src + i);
@@ -365,7 +388,8 @@ __device__ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__global__ void fill_random_kernel(void* dst, size_t n, int bf16, uint64_t seed, float mean, float stddev) {
+__global__ void fill_random_kernel(void* dst, size_t n, int bf16, uint64_t seed, float mean,
+                                   float stddev) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const uint64_t h = splitmix64(seed * 0x2545f4914f6cdd1dull + i);
@@ -373,12 +397,15 @@ __global__ void fill_random_kernel(void* dst, size_t n, int bf16, uint64_t seed,
     const float u2 = static_cast<float>((h >> 16) & 0xffffff) * (1.f / 16777216.f);
     const float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
     const float v = mean + stddev * z;
-    if (bf16) static_cast<uint16_t*>(dst)[i] = float_to_bf16_bits(v);
-    else static_cast<float*>(dst)[i] = v;
+    if (bf16)
+      static_cast<uint16_t*>(dst)[i] = float_to_bf16_bits(v);
+    else
+      static_cast<float*>(dst)[i] = v;
   }
 }
 
-cudaError_t launch_fill_random(void* dst, size_t n, bool bf16, uint64_t seed, float mean, float stddev, cudaStream_t s) {
+cudaError_t launch_fill_random(void* dst, size_t n, bool bf16, uint64_t seed, float mean,
+                               float stddev, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
   fill_random_kernel<<<2048, 256, 0, s>>>(dst, n, bf16 ? 1 : 0, seed, mean, stddev);
   return cudaGetLastError();

@@ -43,23 +43,25 @@ Status env_auto01(const char* name, int* out) {
   const char* env = std::getenv(name);
   if (env == nullptr) return Status::Ok();
   const std::string v(env);
-  if (v == "0" || v == "1") *out = v == "1" ? 1 : 0;
-  else if (!v.empty() && v != "auto") return invalid(cat(name, " = '", v, "' (expected auto, 0 or 1)"));
+  if (v == "0" || v == "1")
+    *out = v == "1" ? 1 : 0;
+  else if (!v.empty() && v != "auto")
+    return invalid(cat(name, " = '", v, "' (expected auto, 0 or 1)"));
   return Status::Ok();
 }
 Status cuda_status(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
   return {StatusCode::kCudaError, cat(what, ": ", cudaGetErrorString(e))};
 }
-#define MAC_CUDA_TRY(expr)                                       \
-  do {                                                           \
-    const cudaError_t e_ = (expr);                               \
-    if (e_ != cudaSuccess) return cuda_status(e_, #expr);        \
+#define MAC_CUDA_TRY(expr)                                \
+  do {                                                    \
+    const cudaError_t e_ = (expr);                        \
+    if (e_ != cudaSuccess) return cuda_status(e_, #expr); \
   } while (0)
-#define MAC_STATUS_TRY(expr)          \
-  do {                                \
-    Status s_ = (expr);               \
-    if (!s_.ok()) return s_;          \
+#define MAC_STATUS_TRY(expr) \
+  do {                       \
+    Status s_ = (expr);      \
+    if (!s_.ok()) return s_; \
   } while (0)
 
 constexpr int kModeMatchOnly = 100;  // host-side only: K1 alone (benchmarking)
@@ -68,7 +70,10 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 /*! \brief FlashAttention-style dispatch on the head dimension: fails loudly otherwise. */
 #define MAC_DISPATCH_HEAD_DIM(d, fn64, fn128, fn256, ...) \
-  ((d) == 64 ? fn64(__VA_ARGS__) : (d) == 128 ? fn128(__VA_ARGS__) : (d) == 256 ? fn256(__VA_ARGS__) : cudaErrorInvalidValue)
+  ((d) == 64    ? fn64(__VA_ARGS__)                       \
+   : (d) == 128 ? fn128(__VA_ARGS__)                      \
+   : (d) == 256 ? fn256(__VA_ARGS__)                      \
+                : cudaErrorInvalidValue)
 
 size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
@@ -99,8 +104,14 @@ std::string device_description() {
              prop.totalGlobalMem >> 20, " MiB)");
 }
 
-Status device_malloc(void** ptr, size_t bytes) { MAC_CUDA_TRY(cudaMalloc(ptr, bytes)); return Status::Ok(); }
-Status device_free(void* ptr) { MAC_CUDA_TRY(cudaFree(ptr)); return Status::Ok(); }
+Status device_malloc(void** ptr, size_t bytes) {
+  MAC_CUDA_TRY(cudaMalloc(ptr, bytes));
+  return Status::Ok();
+}
+Status device_free(void* ptr) {
+  MAC_CUDA_TRY(cudaFree(ptr));
+  return Status::Ok();
+}
 Status device_memset(void* ptr, int v, size_t bytes, void* s) {
   MAC_CUDA_TRY(cudaMemsetAsync(ptr, v, bytes, as_stream(s)));
   return Status::Ok();
@@ -123,9 +134,18 @@ Status stream_create(void** s) {
   *s = st;
   return Status::Ok();
 }
-Status stream_destroy(void* s) { MAC_CUDA_TRY(cudaStreamDestroy(as_stream(s))); return Status::Ok(); }
-Status stream_synchronize(void* s) { MAC_CUDA_TRY(cudaStreamSynchronize(as_stream(s))); return Status::Ok(); }
-Status device_synchronize() { MAC_CUDA_TRY(cudaDeviceSynchronize()); return Status::Ok(); }
+Status stream_destroy(void* s) {
+  MAC_CUDA_TRY(cudaStreamDestroy(as_stream(s)));
+  return Status::Ok();
+}
+Status stream_synchronize(void* s) {
+  MAC_CUDA_TRY(cudaStreamSynchronize(as_stream(s)));
+  return Status::Ok();
+}
+Status device_synchronize() {
+  MAC_CUDA_TRY(cudaDeviceSynchronize());
+  return Status::Ok();
+}
 
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_) cudaFree(ptr_);
@@ -162,9 +182,10 @@ struct Engine::Impl {
   EngineConfig cfg;
   int G = 1, chunk = 0, grid = 0, max_items = 0;  // chunk 0: chosen per step on the device
   bool bulk = false;
-  int table_bytes = 0;  // > 0: the amend kernel schedules its own items (ScheduleMode::kAuto)
+  int table_bytes = 0;      // > 0: the amend kernel schedules its own items (ScheduleMode::kAuto)
   int kv_evict_first = -1;  // L2 policy of the K/V stream: −1 per step, else fixed (env)
-  int parts_discard = -1;   // the partials' L2 lines dropped after the combine: −1 per step, else fixed (env)
+  int parts_discard =
+      -1;  // the partials' L2 lines dropped after the combine: −1 per step, else fixed (env)
   int parts_evict_last = -1;  // the partials stored evict_last: −1 where dropped, else fixed (env)
   // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule kernel (MAC
   // steps that are not self-scheduled), bit 1 → amend (from K1 or the schedule kernel),
@@ -187,7 +208,7 @@ struct Engine::Impl {
   float* part_lse2 = nullptr;
   int* err = nullptr;
   int sms = 132;
-  int32_t* pf_pt = nullptr;    // prefill pseudo-rows: page-table row, kv_len, slot
+  int32_t* pf_pt = nullptr;  // prefill pseudo-rows: page-table row, kv_len, slot
   int32_t* pf_len = nullptr;
   int32_t* pf_slot = nullptr;
   cudaStream_t side = nullptr;
@@ -218,21 +239,27 @@ bool Engine::self_scheduled() const { return impl_->table_bytes > 0; }
 Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   if (out == nullptr) return invalid("Engine::create: out is null");
   out->reset();
-  if (!cuda_device_present()) return {StatusCode::kNoCuda, cat("no CUDA device: ", device_description())};
+  if (!cuda_device_present())
+    return {StatusCode::kNoCuda, cat("no CUDA device: ", device_description())};
   if (!supported_head_dim(cfg.head_dim))
-    return {StatusCode::kUnsupported, cat("head_dim = ", cfg.head_dim, " is not supported (64, 128, 256)")};
+    return {StatusCode::kUnsupported,
+            cat("head_dim = ", cfg.head_dim, " is not supported (64, 128, 256)")};
   if (cfg.num_kv_heads < 1 || cfg.num_q_heads < 1 || cfg.num_q_heads % cfg.num_kv_heads != 0)
-    return invalid(cat("num_q_heads = ", cfg.num_q_heads, " must be a positive multiple of num_kv_heads = ",
-                       cfg.num_kv_heads));
+    return invalid(cat("num_q_heads = ", cfg.num_q_heads,
+                       " must be a positive multiple of num_kv_heads = ", cfg.num_kv_heads));
   const int G = cfg.num_q_heads / cfg.num_kv_heads;
-  if (G > kMaxGroup) return {StatusCode::kUnsupported, cat("G = Hq/Hkv = ", G, " is not supported (1..16)")};
+  if (G > kMaxGroup)
+    return {StatusCode::kUnsupported, cat("G = Hq/Hkv = ", G, " is not supported (1..16)")};
   if (cfg.max_batch < 1) return invalid(cat("max_batch = ", cfg.max_batch, " must be ≥ 1"));
   if (cfg.max_context < 1 || cfg.max_context > kMaxContext)
-    return {StatusCode::kContextTooLong, cat("max_context = ", cfg.max_context, " must be in [1, ", kMaxContext, "]")};
+    return {StatusCode::kContextTooLong,
+            cat("max_context = ", cfg.max_context, " must be in [1, ", kMaxContext, "]")};
   if (cfg.ring < 1) return invalid(cat("ring = ", cfg.ring, " must be ≥ 1"));
   // kv_chunk = 0: the item size is chosen per step on the device (work_items.hpp auto_chunk).
-  if (cfg.kv_chunk != 0 && (cfg.kv_chunk < 16 || cfg.kv_chunk > (1 << 20) || !detail::is_pow2(cfg.kv_chunk)))
-    return invalid(cat("kv_chunk = ", cfg.kv_chunk, " must be 0 (automatic) or a power of two in [16, 2^20]"));
+  if (cfg.kv_chunk != 0 &&
+      (cfg.kv_chunk < 16 || cfg.kv_chunk > (1 << 20) || !detail::is_pow2(cfg.kv_chunk)))
+    return invalid(
+        cat("kv_chunk = ", cfg.kv_chunk, " must be 0 (automatic) or a power of two in [16, 2^20]"));
   MAC_CUDA_TRY(cudaSetDevice(cfg.device));
 
   auto impl = std::make_unique<Impl>();
@@ -243,9 +270,12 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   bool bulk = false;  // default: cp.async (measured faster than per-row bulk copies, docs/cuda.md)
   if (const char* env = std::getenv("MAC_CUDA_AMEND")) {
     const std::string v(env);
-    if (v == "cpasync") bulk = false;
-    else if (v == "bulk") bulk = true;
-    else if (!v.empty()) return invalid(cat("MAC_CUDA_AMEND = '", v, "' (expected cpasync or bulk)"));
+    if (v == "cpasync")
+      bulk = false;
+    else if (v == "bulk")
+      bulk = true;
+    else if (!v.empty())
+      return invalid(cat("MAC_CUDA_AMEND = '", v, "' (expected cpasync or bulk)"));
   }
   if (cfg.amend == AmendVariant::kCpAsync) bulk = false;
   if (cfg.amend == AmendVariant::kBulk) bulk = true;
@@ -266,13 +296,14 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   impl->pdl_edges = static_cast<unsigned>(edges);
   MAC_CUDA_TRY(cudaDeviceGetAttribute(&impl->sms, cudaDevAttrMultiProcessorCount, cfg.device));
   MAC_CUDA_TRY(detail::prepare_match(D));
-  impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128, detail::amend_grid_d256,
-                                     cfg.device, bulk, 0);
+  impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128,
+                                     detail::amend_grid_d256, cfg.device, bulk, 0);
   // Env MAC_CUDA_AMEND_BLOCKS_PER_SM = b (an experiment-only switch, tuning page §11) caps the
   // persistent grid at b blocks per SM: fewer, longer K/V streams.
   long blocks_per_sm = 0;
   MAC_STATUS_TRY(env_int("MAC_CUDA_AMEND_BLOCKS_PER_SM", 1, 32, &blocks_per_sm));
-  if (blocks_per_sm > 0) impl->grid = std::min(impl->grid, static_cast<int>(blocks_per_sm) * impl->sms);
+  if (blocks_per_sm > 0)
+    impl->grid = std::min(impl->grid, static_cast<int>(blocks_per_sm) * impl->sms);
   // Env MAC_CUDA_AMEND_BLOCKS = b (a test switch) caps it at b blocks in all: with few warps,
   // steps small enough for the CPU reference take the item sizes of large ones.
   long blocks = 0;
@@ -284,15 +315,18 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
     // otherwise the schedule kernel does.
     const int64_t tb = (detail::self_schedule_ints(N, Hkv) * 4 + 15) / 16 * 16;
     if (tb <= detail::kMaxSelfTableBytes) {
-      const int g = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128,
-                                          detail::amend_grid_d256, cfg.device, bulk, static_cast<int>(tb));
+      const int g =
+          MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128,
+                                detail::amend_grid_d256, cfg.device, bulk, static_cast<int>(tb));
       if (g >= impl->grid) impl->table_bytes = static_cast<int>(tb);
     }
   }
   MAC_CUDA_TRY(cudaGetLastError());
   const int warps = impl->grid * detail::kAmendWarps;
-  const int64_t max_items = detail::max_items_bound(int64_t{N} * Hkv * cfg.max_context, N * Hkv, warps, cfg.kv_chunk, cfg.head_dim);
-  if (max_items > (int64_t{1} << 30)) return invalid(cat("max_batch·Hkv·context/chunk too large: ", max_items, " items"));
+  const int64_t max_items = detail::max_items_bound(int64_t{N} * Hkv * cfg.max_context, N * Hkv,
+                                                    warps, cfg.kv_chunk, cfg.head_dim);
+  if (max_items > (int64_t{1} << 30))
+    return invalid(cat("max_batch·Hkv·context/chunk too large: ", max_items, " items"));
   impl->max_items = static_cast<int>(max_items);
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -353,24 +387,30 @@ Status Engine::validate(const DecodeParams& p, StepKind kind) const {
   if (!p.out) return invalid("out is null");
   if (p.page_size < 1) return invalid(cat("page_size = ", p.page_size, " must be ≥ 1"));
   if (p.num_pages < 1) return invalid(cat("num_pages = ", p.num_pages, " must be ≥ 1"));
-  if (p.max_pages_per_row < 1) return invalid(cat("max_pages_per_row = ", p.max_pages_per_row, " must be ≥ 1"));
+  if (p.max_pages_per_row < 1)
+    return invalid(cat("max_pages_per_row = ", p.max_pages_per_row, " must be ≥ 1"));
   const int64_t ts = p.kv_token_stride ? p.kv_token_stride : int64_t{c.num_kv_heads} * D;
   const int64_t hs = p.kv_head_stride ? p.kv_head_stride : D;
   const int64_t ps = p.kv_page_stride ? p.kv_page_stride : ts * p.page_size;
   if (ts % 8 || hs % 8 || ps % 8)
-    return invalid(cat("KV strides (page ", ps, ", token ", ts, ", head ", hs, ") must be multiples of 8 elements (16 B)"));
+    return invalid(cat("KV strides (page ", ps, ", token ", ts, ", head ", hs,
+                       ") must be multiples of 8 elements (16 B)"));
   const int64_t qs = p.q_row_stride ? p.q_row_stride : int64_t{c.num_q_heads} * D;
-  if (qs % 8 || qs < int64_t{c.num_q_heads} * D) return invalid(cat("q_row_stride = ", qs, " must be a multiple of 8 and ≥ Hq·D"));
+  if (qs % 8 || qs < int64_t{c.num_q_heads} * D)
+    return invalid(cat("q_row_stride = ", qs, " must be a multiple of 8 and ≥ Hq·D"));
   if (!(std::isfinite(p.softmax_scale) && p.softmax_scale > 0))
     return invalid(cat("softmax_scale = ", p.softmax_scale, " must be finite and > 0"));
   if (p.tail < 0) return invalid(cat("tail (r) = ", p.tail, " must be ≥ 0"));
   if (p.sinks < 0) return invalid(cat("sinks (F) = ", p.sinks, " must be ≥ 0"));
   if (kind == StepKind::kMac) {
     if (!p.q_pre) return invalid("q_pre is null");
-    if (!(std::isfinite(p.tau) && p.tau < 1)) return invalid(cat("tau = ", p.tau, " must be finite and < 1"));
-    if (p.ring != c.ring) return invalid(cat("ring (M) = ", p.ring, " differs from config.ring = ", c.ring));
+    if (!(std::isfinite(p.tau) && p.tau < 1))
+      return invalid(cat("tau = ", p.tau, " must be finite and < 1"));
+    if (p.ring != c.ring)
+      return invalid(cat("ring (M) = ", p.ring, " differs from config.ring = ", c.ring));
     if (p.gen_min < 0) return invalid(cat("gen_min = ", p.gen_min, " must be ≥ 0"));
-    if (!p.slot || p.num_slots < 1) return invalid(cat("slot is null or num_slots = ", p.num_slots, " < 1"));
+    if (!p.slot || p.num_slots < 1)
+      return invalid(cat("slot is null or num_slots = ", p.num_slots, " < 1"));
     if (!p.ring_q_pre || !p.ring_o || !p.ring_lse) return invalid("a ring pointer is null");
     if (!p.ready || !p.epoch_a || !p.epoch_b) return invalid("ready/epoch_a/epoch_b is null");
   }
@@ -402,7 +442,8 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.row_pt = nullptr;
   k.kv_len = p.kv_len;
   k.max_context = cfg.max_context;
-  k.scale_log2 = static_cast<float>(static_cast<double>(p.softmax_scale) * 1.442695040888963407359924681001892137);
+  k.scale_log2 = static_cast<float>(static_cast<double>(p.softmax_scale) *
+                                    1.442695040888963407359924681001892137);
   // thr = 2·D·(1−τ)² in FP64, rounded once to FP32 (exactly as mac::match_threshold).
   const double mt = 1.0 - p.tau;
   k.thr = static_cast<float>(2.0 * static_cast<double>(D) * mt * mt);
@@ -469,7 +510,8 @@ Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   // A self-scheduled amend kernel is the first kernel of a full or prefill step.
   const bool amend_pdl = (k1 || !self) && (pdl_edges & 2u) != 0;
   MAC_CUDA_TRY(MAC_DISPATCH_HEAD_DIM(D, detail::launch_amend_d64, detail::launch_amend_d128,
-                                     detail::launch_amend_d256, kp, grid, table_bytes, bulk, amend_pdl, s));
+                                     detail::launch_amend_d256, kp, grid, table_bytes, bulk,
+                                     amend_pdl, s));
   const bool side_k3 = mode == detail::kModeMac && !kp.k3_in_combine;
   if (side_k3) {
     // K3 on the side stream: forked after the amend kernel, joined by one event.
@@ -501,19 +543,22 @@ Status Engine::prefill_entries(const PrefillParams& pp, void* stream) {
   if (pp.num_positions < 0 || pp.num_positions > c.ring)
     return invalid(cat("num_positions = ", pp.num_positions, " must be in [0, M = ", c.ring, "]"));
   if (pp.num_positions == 0) return Status::Ok();
-  if (!pp.first_pos_host || !pp.slot_host) return invalid("prefill first_pos_host/slot_host is null");
+  if (!pp.first_pos_host || !pp.slot_host)
+    return invalid("prefill first_pos_host/slot_host is null");
   if (!pp.q_pre || !pp.q_post) return invalid("prefill q_pre/q_post is null");
   if (!p.ring_q_pre || !p.ring_o || !p.ring_lse) return invalid("prefill: a ring pointer is null");
   if (p.num_slots < 1) return invalid(cat("num_slots = ", p.num_slots, " must be ≥ 1"));
-  if (p.ring != c.ring) return invalid(cat("ring (M) = ", p.ring, " differs from config.ring = ", c.ring));
+  if (p.ring != c.ring)
+    return invalid(cat("ring (M) = ", p.ring, " differs from config.ring = ", c.ring));
   for (int i = 0; i < pp.batch; ++i) {
     const int64_t last = pp.first_pos_host[i] + pp.num_positions;  // kv_len of the last position
     if (pp.first_pos_host[i] < 0 || last > c.max_context)
       return {StatusCode::kContextTooLong,
-              cat("prefill request ", i, ": positions [", pp.first_pos_host[i], ", ", last, ") exceed max_context = ",
-                  c.max_context)};
+              cat("prefill request ", i, ": positions [", pp.first_pos_host[i], ", ", last,
+                  ") exceed max_context = ", c.max_context)};
     if (pp.slot_host[i] < 0 || pp.slot_host[i] >= p.num_slots)
-      return invalid(cat("prefill request ", i, ": slot = ", pp.slot_host[i], " out of [0, ", p.num_slots, ")"));
+      return invalid(cat("prefill request ", i, ": slot = ", pp.slot_host[i], " out of [0, ",
+                         p.num_slots, ")"));
   }
   // Each (request, position) is a pseudo-row with its own query and kv_len = p + 1; its
   // band state over [Fe(E(p)), E(p)) is the entry. Processed max_batch pseudo-rows at a time.
@@ -525,14 +570,18 @@ Status Engine::prefill_entries(const PrefillParams& pp, void* stream) {
     const int n = static_cast<int>(std::min<int64_t>(c.max_batch, total - r0));
     h_pt.assign(3 * n, 0);
     for (int j = 0; j < n; ++j) {
-      const int64_t pr = r0 + j, req = pr / pp.num_positions, pos = pp.first_pos_host[req] + pr % pp.num_positions;
+      const int64_t pr = r0 + j, req = pr / pp.num_positions,
+                    pos = pp.first_pos_host[req] + pr % pp.num_positions;
       h_pt[j] = static_cast<int32_t>(req);
       h_pt[n + j] = static_cast<int32_t>(pos + 1);
       h_pt[2 * n + j] = pp.slot_host[req];
     }
-    MAC_CUDA_TRY(cudaMemcpyAsync(impl_->pf_pt, h_pt.data(), sizeof(int32_t) * n, cudaMemcpyHostToDevice, s));
-    MAC_CUDA_TRY(cudaMemcpyAsync(impl_->pf_len, h_pt.data() + n, sizeof(int32_t) * n, cudaMemcpyHostToDevice, s));
-    MAC_CUDA_TRY(cudaMemcpyAsync(impl_->pf_slot, h_pt.data() + 2 * n, sizeof(int32_t) * n, cudaMemcpyHostToDevice, s));
+    MAC_CUDA_TRY(
+        cudaMemcpyAsync(impl_->pf_pt, h_pt.data(), sizeof(int32_t) * n, cudaMemcpyHostToDevice, s));
+    MAC_CUDA_TRY(cudaMemcpyAsync(impl_->pf_len, h_pt.data() + n, sizeof(int32_t) * n,
+                                 cudaMemcpyHostToDevice, s));
+    MAC_CUDA_TRY(cudaMemcpyAsync(impl_->pf_slot, h_pt.data() + 2 * n, sizeof(int32_t) * n,
+                                 cudaMemcpyHostToDevice, s));
     DecodeParams q = p;
     q.batch = n;
     q.q_post = pp.q_post + r0 * rs;
@@ -561,8 +610,9 @@ Status Engine::capture(StepKind kind, const DecodeParams& p, void* stream) {
   if (stream == nullptr) return invalid("capture needs a non-default stream (stream_create)");
   MAC_STATUS_TRY(validate(p, kind == StepKind::kMatchOnly ? StepKind::kMac : kind));
   if (impl_->cfg.max_context > kMaxContext)
-    return {StatusCode::kContextTooLong, cat("max_context = ", impl_->cfg.max_context, " exceeds ", kMaxContext)};
-  const int mode = kind == StepKind::kMac ? detail::kModeMac
+    return {StatusCode::kContextTooLong,
+            cat("max_context = ", impl_->cfg.max_context, " exceeds ", kMaxContext)};
+  const int mode = kind == StepKind::kMac         ? detail::kModeMac
                    : kind == StepKind::kMatchOnly ? kModeMatchOnly
                                                   : detail::kModeFull;
   const KParams kp = impl_->base(p, mode == kModeMatchOnly ? detail::kModeMac : mode);
@@ -598,7 +648,8 @@ Status Engine::replay(void* stream) {
 Status Engine::last_chunk(int* chunk, void* stream) const {
   if (!chunk) return invalid("chunk is null");
   const cudaStream_t s = as_stream(stream);
-  MAC_CUDA_TRY(cudaMemcpyAsync(chunk, impl_->work + detail::kWorkC, sizeof(int), cudaMemcpyDeviceToHost, s));
+  MAC_CUDA_TRY(
+      cudaMemcpyAsync(chunk, impl_->work + detail::kWorkC, sizeof(int), cudaMemcpyDeviceToHost, s));
   MAC_CUDA_TRY(cudaStreamSynchronize(s));
   return Status::Ok();
 }
@@ -612,15 +663,18 @@ Status Engine::read_error_flags(int* flags, bool reset, void* stream) {
   return Status::Ok();
 }
 
-Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, float stddev, void* stream) {
+Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, float stddev,
+                   void* stream) {
   if (!dst && n) return invalid("fill_random: dst is null");
-  MAC_CUDA_TRY(detail::launch_fill_random(dst, n, type == DType::kBF16, seed, mean, stddev, as_stream(stream)));
+  MAC_CUDA_TRY(detail::launch_fill_random(dst, n, type == DType::kBF16, seed, mean, stddev,
+                                          as_stream(stream)));
   return Status::Ok();
 }
 
 Status measure_read_bandwidth(size_t bytes, int reps, double* gbps) {
   if (!gbps) return invalid("gbps is null");
-  if (bytes < (1u << 20) || reps < 1) return invalid("measure_read_bandwidth: bytes ≥ 1 MiB and reps ≥ 1");
+  if (bytes < (1u << 20) || reps < 1)
+    return invalid("measure_read_bandwidth: bytes ≥ 1 MiB and reps ≥ 1");
   bytes = bytes / 16 * 16;
   DeviceBuffer buf, sink;
   MAC_STATUS_TRY(buf.allocate(bytes));

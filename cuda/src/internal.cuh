@@ -17,7 +17,8 @@ namespace mac::cuda::detail {
 // K1 blocks per (row, head) at most: one thread-block cluster (8: the portable cluster size;
 // a power of two, the width of the cluster's warp reduction in match.cu).
 constexpr int kMaxK1Splits = 8;
-static_assert((kMaxK1Splits & (kMaxK1Splits - 1)) == 0 && kMaxK1Splits <= 8, "kMaxK1Splits: a power of two <= 8");
+static_assert((kMaxK1Splits & (kMaxK1Splits - 1)) == 0 && kMaxK1Splits <= 8,
+              "kMaxK1Splits: a power of two <= 8");
 constexpr float kLn2 = 0.693147180559945309417f;
 constexpr float kLog2e = 1.442695040888963407360f;
 
@@ -43,11 +44,11 @@ __device__ __forceinline__ void wait_prior_grid_then_release_next() {
 
 /*! \brief Slots of the workspace's `work` ints. */
 enum WorkSlot : int {
-  kWorkC = 0,          // item size of eligible rows (store_cuts; read back by Engine::last_chunk)
-  kWorkClaims = 1,     // the amend kernel's dynamic item counter (reset by the combine)
-  kWorkLgC = 2,        // its log2
-  kWorkCExact = 3,     // item size of rows that are not eligible (the exact cut)
-  kWorkLgCExact = 4,   // its log2
+  kWorkC = 0,         // item size of eligible rows (store_cuts; read back by Engine::last_chunk)
+  kWorkClaims = 1,    // the amend kernel's dynamic item counter (reset by the combine)
+  kWorkLgC = 2,       // its log2
+  kWorkCExact = 3,    // item size of rows that are not eligible (the exact cut)
+  kWorkLgCExact = 4,  // its log2
   kWorkInts = 5
 };
 
@@ -57,7 +58,6 @@ enum Mode : int {
   kModeMac = 1,      // K1 decisions, K3 write gated by readiness
   kModePrefill = 2,  // exact band state of each (pseudo) row written to the ring, no output
 };
-
 
 /*! \brief Per (row, query head) decision of K1 (or the exact default). */
 struct HeadPlan {
@@ -99,8 +99,8 @@ struct KParams {
   const uint16_t* v_cache;
   int64_t page_stride, token_stride, head_stride;
   int page_size;
-  int page_shift;         // log2(page_size) when page_size is a power of two, else −1
-  int64_t num_pages;      // pages in each pool: page ids outside [0, num_pages) are clamped + flagged
+  int page_shift;     // log2(page_size) when page_size is a power of two, else −1
+  int64_t num_pages;  // pages in each pool: page ids outside [0, num_pages) are clamped + flagged
   const int32_t* page_table;
   int max_pages;
   const int32_t* row_pt;  // page-table row of each row (nullptr: identity)
@@ -126,33 +126,35 @@ struct KParams {
   float* diag_d2;
   int32_t* diag_keys_read;
   // work decomposition
-  int chunk;          // keys per work item when fixed by the config; 0: chosen per step (StepCuts)
-  int warps_total;    // W: resident warps of the persistent amend grid
-  int k3_in_combine;  // 1: combine writes the ring entry (K3 fused)
-  int self_schedule;  // 1: the amend kernel computes the schedule (no schedule kernel)
-  int kv_evict_first; // L2 policy of the amend kernel's K/V stream: 1 evict_first, 0 no cache
-                      //  hint, −1 chosen per step (kv_evict_first_auto)
-  int parts_discard;  // the combine drops the partial states' L2 lines once read (no write-back
-                      //  to DRAM): 1 yes, 0 no, −1 chosen per step (parts_discard_auto)
+  int chunk;           // keys per work item when fixed by the config; 0: chosen per step (StepCuts)
+  int warps_total;     // W: resident warps of the persistent amend grid
+  int k3_in_combine;   // 1: combine writes the ring entry (K3 fused)
+  int self_schedule;   // 1: the amend kernel computes the schedule (no schedule kernel)
+  int kv_evict_first;  // L2 policy of the amend kernel's K/V stream: 1 evict_first, 0 no cache
+                       //  hint, −1 chosen per step (kv_evict_first_auto)
+  int parts_discard;   // the combine drops the partial states' L2 lines once read (no write-back
+                       //  to DRAM): 1 yes, 0 no, −1 chosen per step (parts_discard_auto)
   int parts_evict_last;  // the amend kernel stores the partial states with an L2 evict_last
                          //  policy: 1 yes, 0 no, −1 where the combine drops them (parts_dropped)
   // workspace
-  HeadPlan* plans;       // [N, Hq]
-  uint16_t* snap_o;      // [N, Hq, D] prefix snapshot (read before the ring write)
-  float* snap_lse2;      // [N, Hq]
-  RowInfo* rows;         // [N]
-  GroupDesc* groups;     // [N, Hkv]
-  int* group_off;        // [N·Hkv + 1] exclusive scan of item counts
-  int* item_group;       // [max_items] group (row·Hkv + hk) of each item
-  int* work;             // [kWorkInts]: the step's cuts and the amend kernel's item counter (WorkSlot)
-  float* part_o;         // [max_items, G, D] normalised partial outputs
-  float* part_lse2;      // [max_items, G] base-2 partial LSE
+  HeadPlan* plans;    // [N, Hq]
+  uint16_t* snap_o;   // [N, Hq, D] prefix snapshot (read before the ring write)
+  float* snap_lse2;   // [N, Hq]
+  RowInfo* rows;      // [N]
+  GroupDesc* groups;  // [N, Hkv]
+  int* group_off;     // [N·Hkv + 1] exclusive scan of item counts
+  int* item_group;    // [max_items] group (row·Hkv + hk) of each item
+  int* work;          // [kWorkInts]: the step's cuts and the amend kernel's item counter (WorkSlot)
+  float* part_o;      // [max_items, G, D] normalised partial outputs
+  float* part_lse2;   // [max_items, G] base-2 partial LSE
   int max_items;
-  int k1_splits;         // K1 blocks per (row, head), 1..kMaxK1Splits: one cluster
-  int* err;              // error flags (bit 0: kv_len, bit 1: slot, bit 2: page id)
+  int k1_splits;  // K1 blocks per (row, head), 1..kMaxK1Splits: one cluster
+  int* err;       // error flags (bit 0: kv_len, bit 1: slot, bit 2: page id)
 };
 
-__device__ inline float bf16_bits_to_float(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+__device__ inline float bf16_bits_to_float(uint16_t b) {
+  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
 __device__ inline uint16_t float_to_bf16_bits(float x) {
   __nv_bfloat16 h = __float2bfloat16_rn(x);
   return *reinterpret_cast<uint16_t*>(&h);
@@ -166,12 +168,14 @@ __device__ inline uint16_t float_to_bf16_bits(float x) {
  *  word by word. */
 template <class T>
 __device__ __forceinline__ T ld_now(const T* a) {
-  static_assert(sizeof(T) % sizeof(uint32_t) == 0 && alignof(T) >= alignof(uint32_t), "32-bit words");
+  static_assert(sizeof(T) % sizeof(uint32_t) == 0 && alignof(T) >= alignof(uint32_t),
+                "32-bit words");
   constexpr int kWords = sizeof(T) / sizeof(uint32_t);
   const uint32_t* src = reinterpret_cast<const uint32_t*>(a);
   uint32_t w[kWords];
 #pragma unroll
-  for (int i = 0; i < kWords; ++i) asm volatile("ld.global.b32 %0, [%1];\n" : "=r"(w[i]) : "l"(src + i));
+  for (int i = 0; i < kWords; ++i)
+    asm volatile("ld.global.b32 %0, [%1];\n" : "=r"(w[i]) : "l"(src + i));
   T t;
   memcpy(&t, w, sizeof(T));
   return t;
@@ -217,7 +221,8 @@ __device__ inline RowReadyWords row_ready_issue(const KParams& p, const RowInfo&
   }
   return w;
 }
-/*! \brief ready[slot] ≠ 0 && epoch_a = epoch_b; eligible = MAC ∧ valid ∧ ready ∧ m ≥ gen_min ∧ m ≥ 1. */
+/*! \brief ready[slot] ≠ 0 && epoch_a = epoch_b; eligible = MAC ∧ valid ∧ ready ∧ m ≥ gen_min ∧ m
+ * ≥ 1. */
 __device__ inline void row_ready_finish(const KParams& p, RowInfo& ri, const RowReadyWords& w) {
   ri.ready = p.mode == kModeMac && ri.valid && w.ready != 0 && w.epoch_a == w.epoch_b;
   ri.eligible = p.mode == kModeMac && ri.valid && ri.ready && ri.m >= p.gen_min && ri.m >= 1;
@@ -262,8 +267,10 @@ __device__ inline bool parts_dropped(const KParams& p, int64_t items, int C, int
 template <bool kNow = false>
 __device__ inline StepCuts load_cuts(const KParams& p) {
   auto ld = [&](int slot) {
-    if constexpr (kNow) return ld_now(p.work + slot);
-    else return __ldg(p.work + slot);
+    if constexpr (kNow)
+      return ld_now(p.work + slot);
+    else
+      return __ldg(p.work + slot);
   };
   StepCuts c;
   c.elig.C = ld(kWorkC);

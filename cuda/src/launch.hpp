@@ -8,8 +8,8 @@ namespace mac::cuda::detail {
 
 /*! \brief Launches `kernel` on `s` with the `n` launch attributes `attrs` (none: n = 0). */
 template <typename... KArgs, typename... Args>
-cudaError_t launch_with(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                        cudaLaunchAttribute* attrs, int n, Args&&... args) {
+cudaError_t launch_with(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                        cudaStream_t s, cudaLaunchAttribute* attrs, int n, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -24,8 +24,8 @@ cudaError_t launch_with(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t 
  *  before it in the stream (its blocks may start while that one drains and wait in
  *  wait_prior_grid_then_release_next). Also inside stream capture (a programmatic edge). */
 template <typename... KArgs, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool pdl,
-                          Args&&... args) {
+cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t s, bool pdl, Args&&... args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -35,14 +35,15 @@ cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
 /*! \brief Launches `kernel` on `s` with its blocks in thread-block clusters of `cluster_z`
  *  consecutive blocks along z (none when cluster_z = 1; at most 8, the portable size). */
 template <typename... KArgs, typename... Args>
-cudaError_t launch_clustered(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                             unsigned cluster_z, Args&&... args) {
+cudaError_t launch_clustered(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t s, unsigned cluster_z, Args&&... args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = 1;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = cluster_z;
-  return launch_with(kernel, grid, block, smem, s, attr, cluster_z > 1 ? 1 : 0, std::forward<Args>(args)...);
+  return launch_with(kernel, grid, block, smem, s, attr, cluster_z > 1 ? 1 : 0,
+                     std::forward<Args>(args)...);
 }
 
 // K2 amend kernel, one instantiation per head dimension (one .cu file each).
@@ -54,9 +55,12 @@ constexpr int kMaxSelfTableBytes = 16 << 10;
 // `table_bytes` > 0: the kernel schedules its own items (p.self_schedule) with tables of that
 // size after its stages. `pdl`: launched as a programmatic dependent of the kernel before it
 // (launch_kernel).
-cudaError_t launch_amend_d64(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl, cudaStream_t s);
-cudaError_t launch_amend_d128(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl, cudaStream_t s);
-cudaError_t launch_amend_d256(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl, cudaStream_t s);
+cudaError_t launch_amend_d64(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl,
+                             cudaStream_t s);
+cudaError_t launch_amend_d128(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl,
+                              cudaStream_t s);
+cudaError_t launch_amend_d256(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl,
+                              cudaStream_t s);
 /*! \brief Persistent grid of the amend kernel (blocks resident per SM × SMs) with
  *  `table_bytes` of self-schedule tables, 0 if those do not fit; also raises the kernel's
  *  dynamic shared-memory limit, so call it once before any launch/capture. */
@@ -79,6 +83,7 @@ cudaError_t launch_combine(const KParams& p, bool k3_only, bool pdl, cudaStream_
 cudaError_t launch_read_bw(const void* src, size_t n16, unsigned* sink, int grid, cudaStream_t s);
 
 /*! \brief Seeded normal fill (hash-based Box–Muller), bf16 (rounded) or f32. */
-cudaError_t launch_fill_random(void* dst, size_t n, bool bf16, uint64_t seed, float mean, float stddev, cudaStream_t s);
+cudaError_t launch_fill_random(void* dst, size_t n, bool bf16, uint64_t seed, float mean,
+                               float stddev, cudaStream_t s);
 
 }  // namespace mac::cuda::detail

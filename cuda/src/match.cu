@@ -34,13 +34,13 @@ __device__ __forceinline__ void cluster_wait_acquire() {
  *  blocks of a head are one thread-block cluster; each scans a contiguous share and writes
  *  its winner into block 0's shared memory, and block 0 reduces the shares' winners there
  *  (no global round trip), checks validity and writes the plan. With splits > 1 the caller
- *  has arrived at the cluster barrier on entry (match_kernel). The argmin is a lexicographic minimum,
- *  so the split never changes a decision. Returns with the whole cluster (every exit is
+ *  has arrived at the cluster barrier on entry (match_kernel). The argmin is a lexicographic
+ * minimum, so the split never changes a decision. Returns with the whole cluster (every exit is
  *  uniform over the row, hence over the cluster). */
 template <int D>
 __device__ void match_share(const KParams& p, int h, int row, int z, int splits) {
-  constexpr int LANES = D / 8;          // lanes per candidate (canonical order, §3.1)
-  constexpr int CPP = 256 / LANES;      // candidates per pass of the block
+  constexpr int LANES = D / 8;      // lanes per candidate (canonical order, §3.1)
+  constexpr int CPP = 256 / LANES;  // candidates per pass of the block
   constexpr int UNROLL = 4;
   const int tid = threadIdx.x;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
@@ -67,7 +67,8 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   const int l = tid % LANES, cgrp = tid / LANES;
   float q[8];
   {
-    const uint4 v = *reinterpret_cast<const uint4*>(p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + 8 * l);
+    const uint4 v = *reinterpret_cast<const uint4*>(p.q_pre + row * p.q_row_stride +
+                                                    static_cast<int64_t>(h) * D + 8 * l);
     const uint16_t* b = reinterpret_cast<const uint16_t*>(&v);
 #pragma unroll
     for (int i = 0; i < 8; ++i) q[i] = bf16_bits_to_float(b[i]);
@@ -77,7 +78,8 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   const int lo = first + z * share, hi = min(m, lo + share);
   float best_d = __int_as_float(0x7fc00000);
   int best_p = 0x7fffffff;
-  const uint16_t* ring = p.ring_q + (static_cast<int64_t>(sl) * p.M) * p.Hq * D + static_cast<int64_t>(h) * D + 8 * l;
+  const uint16_t* ring =
+      p.ring_q + (static_cast<int64_t>(sl) * p.M) * p.Hq * D + static_cast<int64_t>(h) * D + 8 * l;
   for (int base = lo; base < hi; base += CPP * UNROLL) {
     uint4 v[UNROLL];
     int pos[UNROLL];
@@ -180,7 +182,8 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   const int64_t entry = (static_cast<int64_t>(sl) * p.M + bp % p.M) * p.Hq + h;
   const float L = tid == 0 ? p.ring_lse[entry] : 0.f;  // issued before the copy waits
   if (tid < D / 8)
-    reinterpret_cast<uint4*>(p.snap_o + oh * D)[tid] = reinterpret_cast<const uint4*>(p.ring_o + entry * D)[tid];
+    reinterpret_cast<uint4*>(p.snap_o + oh * D)[tid] =
+        reinterpret_cast<const uint4*>(p.ring_o + entry * D)[tid];
   if (tid == 0) {
     plan.d2 = best_d;
     // Argmin first, validity second: the nearest entry must be usable.
@@ -260,10 +263,14 @@ cudaError_t prepare_match_d() {
 
 cudaError_t prepare_match(int D) {
   switch (D) {
-    case 64: return prepare_match_d<64>();
-    case 128: return prepare_match_d<128>();
-    case 256: return prepare_match_d<256>();
-    default: return cudaErrorInvalidValue;
+    case 64:
+      return prepare_match_d<64>();
+    case 128:
+      return prepare_match_d<128>();
+    case 256:
+      return prepare_match_d<256>();
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -271,10 +278,14 @@ cudaError_t launch_match(const KParams& p, cudaStream_t s) {
   const dim3 grid(p.Hq, p.N, p.k1_splits);
   const unsigned cluster = static_cast<unsigned>(p.k1_splits);  // ≤ kMaxK1Splits
   switch (p.D) {
-    case 64: return launch_clustered(match_kernel<64>, grid, 256, 0, s, cluster, p);
-    case 128: return launch_clustered(match_kernel<128>, grid, 256, 0, s, cluster, p);
-    case 256: return launch_clustered(match_kernel<256>, grid, 256, 0, s, cluster, p);
-    default: return cudaErrorInvalidValue;
+    case 64:
+      return launch_clustered(match_kernel<64>, grid, 256, 0, s, cluster, p);
+    case 128:
+      return launch_clustered(match_kernel<128>, grid, 256, 0, s, cluster, p);
+    case 256:
+      return launch_clustered(match_kernel<256>, grid, 256, 0, s, cluster, p);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

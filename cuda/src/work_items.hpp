@@ -34,7 +34,9 @@ struct GroupDesc {
 
 /*! \brief Cells of 2^lg keys that [a, b) touches (item sizes are powers of two: shifts, no
  *  divisions, on the loader's path at every item boundary). */
-MAC_HD inline int n_chunks(int a, int b, int lg) { return a < b ? ((b - 1) >> lg) - (a >> lg) + 1 : 0; }
+MAC_HD inline int n_chunks(int a, int b, int lg) {
+  return a < b ? ((b - 1) >> lg) - (a >> lg) + 1 : 0;
+}
 MAC_HD inline int log2_exact(int C) {
   int lg = 0;
   while ((1 << lg) < C) ++lg;
@@ -61,13 +63,15 @@ struct Cut {
 // were within 1 % of it (64/64K/Hkv 4 1.1 % faster, 16/127K/Hkv 8 0.9 % slower), while 2 per
 // warp cost up to 18 % and 4096 did not pay (§21: since the L2 policies of 89f0cf0 a new
 // sweep favours 4096 at 64/64K/Hkv 4 and 64/127K/Hkv 8 and 1024 at 16/127K and 64/32K with
-// Hkv 8, by 0.8–1.6 %; no rule of the step's keys fits those, §22, so this one stands). The eligible cut
-// keeps 8 items per warp for 2048: cut that way, MAC steps in which 5 % of the heads miss were
-// up to 11 % slower (16/127K/Hkv 4), their few long miss groups being too few items for the
-// warps. At D = 256, 2048-key items with 3.9 items per warp cost 15 % (16/32K/Hkv 8), so both
+// Hkv 8, by 0.8–1.6 %; no rule of the step's keys fits those, §22, so this one stands). The
+// eligible cut keeps 8 items per warp for 2048: cut that way, MAC steps in which 5 % of the heads
+// miss were up to 11 % slower (16/127K/Hkv 4), their few long miss groups being too few items for
+// the warps. At D = 256, 2048-key items with 3.9 items per warp cost 15 % (16/32K/Hkv 8), so both
 // cuts keep 8 there (D = 64: not measured).
 constexpr int kOneRoundMax = 1024;
-MAC_HD inline int chunk_rounds(int C, int D, bool eligible) { return (D != 128 || eligible) && C > 1024 ? 8 : 3; }
+MAC_HD inline int chunk_rounds(int C, int D, bool eligible) {
+  return (D != 128 || eligible) && C > 1024 ? 8 : 3;
+}
 MAC_HD inline bool one_round(int64_t total_keys, int warps, int C) {
   const int64_t items = (total_keys + C - 1) / C;
   return items <= warps && items * 10 >= int64_t{warps} * 9;
@@ -79,7 +83,9 @@ MAC_HD inline int auto_chunk(int64_t total_keys, int warps, int D, bool eligible
       break;
     }
   int C = kChunkMax;
-  while (C > kChunkMin && total_keys < static_cast<int64_t>(chunk_rounds(C, D, eligible)) * warps * C) C /= 2;
+  while (C > kChunkMin &&
+         total_keys < static_cast<int64_t>(chunk_rounds(C, D, eligible)) * warps * C)
+    C /= 2;
   return C;
 }
 MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk, int D, bool eligible) {
@@ -94,7 +100,9 @@ MAC_HD inline Cut step_cut(int64_t total_keys, int warps, int fixed_chunk, int D
 struct StepCuts {
   Cut exact, elig;
   // By value, selected field by field: a reference would take the address of registers.
-  MAC_HD Cut of(bool eligible) const { return Cut{eligible ? elig.C : exact.C, eligible ? elig.lg : exact.lg}; }
+  MAC_HD Cut of(bool eligible) const {
+    return Cut{eligible ? elig.C : exact.C, eligible ? elig.lg : exact.lg};
+  }
 };
 /*! \brief A group's ranges and whether its row is eligible (which of the step's cuts it takes). */
 struct GroupOf {
@@ -110,8 +118,8 @@ MAC_HD inline StepCuts step_cuts(int64_t keys, int warps, int fixed_chunk, int D
 }
 
 // An all-hit MAC step reads a few hundred keys per group (band ≤ M, tail r, sinks F). Cut at
-// the eligible cut's C, chosen from the groups' full lengths, a group's band and tail are one or two
-// items of up to C keys, and the step lasted as long as one warp takes to stream C keys
+// the eligible cut's C, chosen from the groups' full lengths, a group's band and tail are one or
+// two items of up to C keys, and the step lasted as long as one warp takes to stream C keys
 // (~28 µs at batch 1 with C = 256, whatever the context). Such a step takes items of
 // kFineC keys instead, so more warps share each group. The schedule's groups half decides,
 // by a vote in the pass that counts the groups' items (schedule.cuh), so only steps of at
@@ -145,7 +153,8 @@ MAC_HD inline Cut fine_cut(const Cut& c) { return c.C > kFineC ? Cut{kFineC, kFi
  *  total < chunk_rounds(2C)·W·2C (fewer than 2·chunk_rounds(2C)·W cells) or, by the one-round
  *  rule, when total/C ≤ W; and an all-hit step of ≤ kFineMaxGroups groups has at most
  *  kFineMaxItems items per group. */
-MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps, int fixed_chunk, int D) {
+MAC_HD inline int64_t max_items_bound(int64_t total_keys_max, int groups, int warps,
+                                      int fixed_chunk, int D) {
   int64_t cells = 0;
   if (fixed_chunk > 0) {
     cells = (total_keys_max + fixed_chunk - 1) / fixed_chunk;
@@ -214,7 +223,9 @@ MAC_HD inline GroupCounts group_counts(const GroupDesc& g, const Cut& c) {
   n.tail = n_chunks(g.em, g.end, c.lg);
   return n;
 }
-MAC_HD inline int group_item_count(const GroupDesc& g, const Cut& c) { return group_counts(g, c).total(); }
+MAC_HD inline int group_item_count(const GroupDesc& g, const Cut& c) {
+  return group_counts(g, c).total();
+}
 
 /*! \brief The category of item k of a group with item counts n (items are in key order:
  *  sinks, band, tail). */
@@ -232,11 +243,17 @@ MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, const Cut& c) {
   const int cat = item_cat(n, k);
   int lo, hi, j;
   if (cat == kCatSink) {
-    lo = 0; hi = g.s_e; j = k;
+    lo = 0;
+    hi = g.s_e;
+    j = k;
   } else if (cat == kCatBand) {
-    lo = g.lo; hi = g.em; j = k - n.sink;
+    lo = g.lo;
+    hi = g.em;
+    j = k - n.sink;
   } else {
-    lo = g.em; hi = g.end; j = k - n.sink - n.band;
+    lo = g.em;
+    hi = g.end;
+    j = k - n.sink - n.band;
   }
   const int cell = (lo >> c.lg) + j;
   ItemRange it;
@@ -268,8 +285,10 @@ MAC_HD inline int item_group_search(const int* off, int ng, int t) {
   int lo = 0, hi = ng;  // off[lo] ≤ t < off[hi]
   while (hi - lo > 1) {
     const int mid = (lo + hi) >> 1;
-    if (off[mid] <= t) lo = mid;
-    else hi = mid;
+    if (off[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }

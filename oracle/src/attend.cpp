@@ -28,7 +28,8 @@ namespace mac::oracle {
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 // MAC_ORACLE_NO_CLONES builds the baseline path alone (to test it on an AVX-512 host).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MAC_ORACLE_NO_CLONES)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    !defined(MAC_ORACLE_NO_CLONES)
 #define MAC_ORACLE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define MAC_ORACLE_CLONES
@@ -78,7 +79,8 @@ void dot_block(const double* kd, const double* q, int64_t d, double* dot) {
                q3 = load(q + i + 3 * kLanes);
     for (int k = 0; k < kBlock; ++k) {
       const double* kk = kd + k * d + i;
-      const VecD p = (q0 * load(kk) + q1 * load(kk + kLanes)) + (q2 * load(kk + 2 * kLanes) + q3 * load(kk + 3 * kLanes));
+      const VecD p = (q0 * load(kk) + q1 * load(kk + kLanes)) +
+                     (q2 * load(kk + 2 * kLanes) + q3 * load(kk + 3 * kLanes));
       two_sum_acc(s[k], c[k], p);
     }
   }
@@ -183,7 +185,8 @@ void run_unit(const ref::LayerData& layer, double scale, const std::vector<Segme
   for (int64_t t0 = 0; t0 < len; t0 += kBlock) {
     const int n = static_cast<int>(std::min<int64_t>(kBlock, len - t0));
     for (const Group& g : groups) {
-      for (int k = 0; k < n; ++k) to_double(layer.k_at(u.u0 + t0 + k, g.kv_head), d, kd.data() + k * d);
+      for (int k = 0; k < n; ++k)
+        to_double(layer.k_at(u.u0 + t0 + k, g.kv_head), d, kd.data() + k * d);
       std::fill(kd.data() + n * d, kd.data() + kBlock * d, 0.0);
       for (int64_t a = g.begin; a < g.end; ++a) {
         const double* qa = qd.data() + u.queries[a] * d;
@@ -215,7 +218,8 @@ void run_unit(const ref::LayerData& layer, double scale, const std::vector<Segme
   for (int64_t t0 = 0; t0 < len; t0 += kAxpySub) {
     const int n = static_cast<int>(std::min<int64_t>(kAxpySub, len - t0));
     for (const Group& g : groups) {
-      for (int k = 0; k < n; ++k) to_double(layer.v_at(u.u0 + t0 + k, g.kv_head), d, vb.data() + k * d);
+      for (int k = 0; k < n; ++k)
+        to_double(layer.v_at(u.u0 + t0 + k, g.kv_head), d, vb.data() + k * d);
       for (int64_t a = g.begin; a < g.end; ++a) {
         double* p = out + a * stride;
         axpy_block(p + 3, p + 3 + d, x.data() + a * len + t0, vb.data(), n, d);
@@ -252,13 +256,14 @@ State combine(const std::vector<const double*>& parts, int64_t d) {
 void check_queries(const ref::LayerData& layer, const std::vector<SegmentQuery>& queries) {
   for (size_t qi = 0; qi < queries.size(); ++qi) {
     const auto& q = queries[qi];
-    require(0 <= q.kv_head && q.kv_head < layer.num_kv_heads, "oracle: query ", qi, ": kv_head = ",
-            q.kv_head, " outside [0, ", layer.num_kv_heads, ")");
+    require(0 <= q.kv_head && q.kv_head < layer.num_kv_heads, "oracle: query ", qi,
+            ": kv_head = ", q.kv_head, " outside [0, ", layer.num_kv_heads, ")");
     require(q.q != nullptr, "oracle: query ", qi, ": null query pointer");
-    require(q.cuts.size() >= 2, "oracle: query ", qi, ": needs at least 2 cuts, got ", q.cuts.size());
+    require(q.cuts.size() >= 2, "oracle: query ", qi, ": needs at least 2 cuts, got ",
+            q.cuts.size());
     for (size_t j = 0; j < q.cuts.size(); ++j) {
-      require(0 <= q.cuts[j] && q.cuts[j] <= layer.tokens, "oracle: query ", qi, ": cut ", q.cuts[j],
-              " outside [0, ", layer.tokens, "]");
+      require(0 <= q.cuts[j] && q.cuts[j] <= layer.tokens, "oracle: query ", qi, ": cut ",
+              q.cuts[j], " outside [0, ", layer.tokens, "]");
       require(j == 0 || q.cuts[j - 1] <= q.cuts[j], "oracle: query ", qi, ": cuts decrease at ",
               q.cuts[j - 1], " > ", q.cuts[j]);
     }
@@ -301,7 +306,8 @@ std::vector<std::vector<State>> attend_segments(const ref::LayerData& layer, dou
       u.u0 = bounds[j];
       u.u1 = bounds[j + 1];
       for (int64_t qi : order)
-        if (queries[qi].cuts.front() <= u.u0 && u.u1 <= queries[qi].cuts.back()) u.queries.push_back(qi);
+        if (queries[qi].cuts.front() <= u.u0 && u.u1 <= queries[qi].cuts.back())
+          u.queries.push_back(qi);
       if (u.queries.empty()) continue;
       u.offset = total;
       total += u.queries.size() * stride;
@@ -322,7 +328,8 @@ std::vector<std::vector<State>> attend_segments(const ref::LayerData& layer, dou
     for (size_t a = 0; a < u.queries.size(); ++a) {
       const auto& cuts = queries[u.queries[a]].cuts;
       // The segment j with cuts[j] ≤ u0 < cuts[j+1] (last such j, skipping empty segments).
-      const size_t j = static_cast<size_t>(std::upper_bound(cuts.begin(), cuts.end(), u.u0) - cuts.begin()) - 1;
+      const size_t j =
+          static_cast<size_t>(std::upper_bound(cuts.begin(), cuts.end(), u.u0) - cuts.begin()) - 1;
       parts[u.queries[a]][j].push_back(partials.data() + u.offset + a * stride);
     }
   }
@@ -350,8 +357,8 @@ std::vector<State> full_attention(const ref::LayerData& layer, double scale, int
   require(0 <= m && m < layer.tokens, "oracle::full_attention: position m = ", m, " outside [0, ",
           layer.tokens, ")");
   require(layer.num_kv_heads > 0 && layer.num_q_heads % layer.num_kv_heads == 0,
-          "oracle::full_attention: Hq = ", layer.num_q_heads, " is not a multiple of Hkv = ",
-          layer.num_kv_heads);
+          "oracle::full_attention: Hq = ", layer.num_q_heads,
+          " is not a multiple of Hkv = ", layer.num_kv_heads);
   const int64_t g = layer.group_size();
   std::vector<SegmentQuery> qs(static_cast<size_t>(layer.num_q_heads));
   for (int64_t h = 0; h < layer.num_q_heads; ++h) {

@@ -9,16 +9,17 @@
 
 namespace mac::oracle {
 
-using ref::merge;
 using ref::LayerData;
+using ref::merge;
 
 MacOracle::MacOracle(const LayerData& layer, double scale, const MacParams& params, int64_t prefill)
     : layer_(layer), scale_(scale), params_(params), prefill_(prefill) {
   params_.validate();
-  require(std::isfinite(scale) && scale > 0, "MacOracle: softmax scale = ", scale, " must be finite and > 0");
+  require(std::isfinite(scale) && scale > 0, "MacOracle: softmax scale = ", scale,
+          " must be finite and > 0");
   layer.validate("MacOracle layer");
-  require(0 <= prefill && prefill <= layer.tokens, "MacOracle: prefill P = ", prefill, " outside [0, ",
-          layer.tokens, "]");
+  require(0 <= prefill && prefill <= layer.tokens, "MacOracle: prefill P = ", prefill,
+          " outside [0, ", layer.tokens, "]");
   const int64_t hq = layer.num_q_heads, g = layer.group_size(), d = layer.head_dim;
   ring_.assign(static_cast<size_t>(hq * params_.ring), Slot{-1, State::empty(d)});
 
@@ -32,7 +33,8 @@ MacOracle::MacOracle(const LayerData& layer, double scale, const MacParams& para
     qs.reserve(static_cast<size_t>((b1 - b0) * hq));
     for (int64_t p = b0; p < b1; ++p) {
       const int64_t e = prefix_end(p, params_.tail);
-      for (int64_t h = 0; h < hq; ++h) qs.push_back({h / g, layer.q_post_at(p, h), {sink_end(params_.sinks, e), e}});
+      for (int64_t h = 0; h < hq; ++h)
+        qs.push_back({h / g, layer.q_post_at(p, h), {sink_end(params_.sinks, e), e}});
     }
     const auto st = attend_segments(layer, scale, qs);
     for (int64_t p = b0; p < b1; ++p)
@@ -51,9 +53,10 @@ StepResult MacOracle::step(int64_t m, const std::vector<Decision>& decisions) {
   const int64_t r = params_.tail, F = params_.sinks, M = params_.ring;
   require(static_cast<int64_t>(decisions.size()) == hq, "MacOracle::step: ", decisions.size(),
           " decisions given for ", hq, " query heads");
-  require(prefill_ <= m && m < layer_.tokens, "MacOracle::step: position m = ", m, " outside [P = ",
-          prefill_, ", ", layer_.tokens, ")");
-  require(m > last_step_, "MacOracle::step: position m = ", m, " does not follow the last step ", last_step_);
+  require(prefill_ <= m && m < layer_.tokens, "MacOracle::step: position m = ", m,
+          " outside [P = ", prefill_, ", ", layer_.tokens, ")");
+  require(m > last_step_, "MacOracle::step: position m = ", m, " does not follow the last step ",
+          last_step_);
 
   // Stage 1–3: validate each decision and lay out its ranges.
   // Segments per head: 0 sink [0, Fe(E(m))), 1 mid [Fe(E(m)), E(p)) (exact only; empty on
@@ -73,15 +76,18 @@ StepResult MacOracle::step(int64_t m, const std::vector<Decision>& decisions) {
       const int64_t p = dc.match_pos;
       require(m >= params_.gen_min, "MacOracle::step: head ", h, " at position ", m,
               ": hit although m < gen_min = ", params_.gen_min);
-      require(dc.ready, "MacOracle::step: head ", h, " at position ", m, ": hit although not ready");
-      require(std::max<int64_t>(0, m - M) <= p && p < m, "MacOracle::step: head ", h, " at position ", m,
-              ": hit on position ", p, " outside the candidates [", std::max<int64_t>(0, m - M), ", ", m, ")");
+      require(dc.ready, "MacOracle::step: head ", h, " at position ", m,
+              ": hit although not ready");
+      require(std::max<int64_t>(0, m - M) <= p && p < m, "MacOracle::step: head ", h,
+              " at position ", m, ": hit on position ", p, " outside the candidates [",
+              std::max<int64_t>(0, m - M), ", ", m, ")");
       const State* e = entry(h, p);
-      require(e != nullptr, "MacOracle::step: head ", h, " at position ", m, ": hit on position ", p,
-              " whose entry the ring does not hold");
+      require(e != nullptr, "MacOracle::step: head ", h, " at position ", m, ": hit on position ",
+              p, " whose entry the ring does not hold");
       const int64_t ep = prefix_end(p, r);
       require(!e->is_empty() && !(F > 0 && ep < F), "MacOracle::step: head ", h, " at position ", m,
-              ": hit on position ", p, " whose entry is unusable (empty, or E(p) = ", ep, " < F = ", F, ")");
+              ": hit on position ", p, " whose entry is unusable (empty, or E(p) = ", ep,
+              " < F = ", F, ")");
       prefix[h] = *e;  // read before write: slot m mod M may hold p = m − M
       hr.match_pos = p;
       hr.band_begin = ep;

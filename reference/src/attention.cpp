@@ -37,9 +37,11 @@ AttnState<Acc> attend(const LayerData& layer, int64_t kv_head, const float* q, d
   AttnState<Acc> st = AttnState<Acc>::empty(d);
   if (a == b) return st;
   using MatA = Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using RowMapF = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
-                             Eigen::OuterStride<>>;
-  const Vec<Acc> qv = Eigen::Map<const Eigen::VectorXf>(q, d).template cast<Acc>() * static_cast<Acc>(scale);
+  using RowMapF =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                 Eigen::OuterStride<>>;
+  const Vec<Acc> qv =
+      Eigen::Map<const Eigen::VectorXf>(q, d).template cast<Acc>() * static_cast<Acc>(scale);
   const Eigen::Index row_stride = layer.num_kv_heads * d;
   Acc mu = -std::numeric_limits<Acc>::infinity();
   Acc z = 0;
@@ -77,19 +79,21 @@ std::vector<AttnState<Acc>> attend_many(const LayerData& layer, int64_t kv_head,
   if (nq == 0) return out;
   int64_t lo = layer.tokens, hi = 0;
   for (const auto& r : queries) {
-    require(0 <= r.a && r.a <= r.b && r.b <= layer.tokens, "attend_many: key range [", r.a, ", ", r.b,
-            ") is not inside [0, ", layer.tokens, "]");
+    require(0 <= r.a && r.a <= r.b && r.b <= layer.tokens, "attend_many: key range [", r.a, ", ",
+            r.b, ") is not inside [0, ", layer.tokens, "]");
     if (r.a < r.b) {
       lo = std::min(lo, r.a);
       hi = std::max(hi, r.b);
     }
   }
   using MatA = Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic>;
-  using RowMapF = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
-                             Eigen::OuterStride<>>;
+  using RowMapF =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                 Eigen::OuterStride<>>;
   MatA q(d, nq);  // scaled queries, one per column
   for (Eigen::Index j = 0; j < nq; ++j)
-    q.col(j) = Eigen::Map<const Eigen::VectorXf>(queries[static_cast<size_t>(j)].q, d).template cast<Acc>() *
+    q.col(j) = Eigen::Map<const Eigen::VectorXf>(queries[static_cast<size_t>(j)].q, d)
+                   .template cast<Acc>() *
                static_cast<Acc>(scale);
   const Acc ninf = -std::numeric_limits<Acc>::infinity();
   Vec<Acc> mu = Vec<Acc>::Constant(nq, ninf), z = Vec<Acc>::Zero(nq);
@@ -125,7 +129,8 @@ std::vector<AttnState<Acc>> attend_many(const LayerData& layer, int64_t kv_head,
       const Acc mu_new = std::max(mu[j], x.col(c).segment(i0, i1 - i0).maxCoeff());
       const Acc cf = std::exp(mu[j] - mu_new);  // 0 on the first block of this query
       e.col(c).setZero();
-      e.col(c).segment(i0, i1 - i0) = flush_subnormal<Acc>((x.col(c).segment(i0, i1 - i0).array() - mu_new).exp());
+      e.col(c).segment(i0, i1 - i0) =
+          flush_subnormal<Acc>((x.col(c).segment(i0, i1 - i0).array() - mu_new).exp());
       z[j] = z[j] * cf + e.col(c).sum();
       acc.col(j) *= cf;
       mu[j] = mu_new;
@@ -152,7 +157,9 @@ template std::vector<AttnState<float>> attend_many<float>(const LayerData&, int6
 template std::vector<AttnState<double>> attend_many<double>(const LayerData&, int64_t, double,
                                                             const std::vector<RangeQuery>&);
 
-template AttnState<float> attend<float>(const LayerData&, int64_t, const float*, double, int64_t, int64_t);
-template AttnState<double> attend<double>(const LayerData&, int64_t, const float*, double, int64_t, int64_t);
+template AttnState<float> attend<float>(const LayerData&, int64_t, const float*, double, int64_t,
+                                        int64_t);
+template AttnState<double> attend<double>(const LayerData&, int64_t, const float*, double, int64_t,
+                                          int64_t);
 
 }  // namespace mac::ref

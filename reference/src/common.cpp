@@ -4,7 +4,9 @@
 
 namespace mac {
 
-const char* to_string(StateStorage s) { return s == StateStorage::kProduction ? "production" : "full"; }
+const char* to_string(StateStorage s) {
+  return s == StateStorage::kProduction ? "production" : "full";
+}
 const char* to_string(Variant v) { return v == Variant::kSplit ? "split" : "downdate"; }
 const char* to_string(PrefillMode m) { return m == PrefillMode::kDirect ? "direct" : "downdate"; }
 

@@ -14,10 +14,26 @@ namespace {
 /*! \brief File type and native memory type of T. */
 template <typename T>
 struct Type;
-template <> struct Type<float> { static hid_t file() { return H5T_IEEE_F32LE; } static hid_t mem() { return H5T_NATIVE_FLOAT; } };
-template <> struct Type<double> { static hid_t file() { return H5T_IEEE_F64LE; } static hid_t mem() { return H5T_NATIVE_DOUBLE; } };
-template <> struct Type<int64_t> { static hid_t file() { return H5T_STD_I64LE; } static hid_t mem() { return H5T_NATIVE_INT64; } };
-template <> struct Type<int8_t> { static hid_t file() { return H5T_STD_I8LE; } static hid_t mem() { return H5T_NATIVE_INT8; } };
+template <>
+struct Type<float> {
+  static hid_t file() { return H5T_IEEE_F32LE; }
+  static hid_t mem() { return H5T_NATIVE_FLOAT; }
+};
+template <>
+struct Type<double> {
+  static hid_t file() { return H5T_IEEE_F64LE; }
+  static hid_t mem() { return H5T_NATIVE_DOUBLE; }
+};
+template <>
+struct Type<int64_t> {
+  static hid_t file() { return H5T_STD_I64LE; }
+  static hid_t mem() { return H5T_NATIVE_INT64; }
+};
+template <>
+struct Type<int8_t> {
+  static hid_t file() { return H5T_STD_I8LE; }
+  static hid_t mem() { return H5T_NATIVE_INT8; }
+};
 
 /*! \brief Throws "<file>: <what...>" unless the HDF5 status or identifier is non-negative. */
 template <typename S, typename... Args>
@@ -39,7 +55,8 @@ Handle string_type(Str s, size_t width) {
   return t;
 }
 
-void write_attr_raw(hid_t loc, const std::string& name, hid_t ftype, hid_t mtype, const void* data) {
+void write_attr_raw(hid_t loc, const std::string& name, hid_t ftype, hid_t mtype,
+                    const void* data) {
   silence();
   Handle space(H5Screate(H5S_SCALAR));
   Handle a(H5Acreate2(loc, name.c_str(), ftype, space.get(), H5P_DEFAULT, H5P_DEFAULT));
@@ -58,8 +75,8 @@ Handle open_attr(hid_t loc, const std::string& name, H5T_class_t cls, const char
           "' must be a scalar");
   Handle type(H5Aget_type(a.get()));
   const H5T_class_t c = H5Tget_class(type.get());
-  require(c == cls || (cls2 != H5T_NO_CLASS && c == cls2), file_name(loc), ": attribute '", name, "' must be ",
-          kind);
+  require(c == cls || (cls2 != H5T_NO_CLASS && c == cls2), file_name(loc), ": attribute '", name,
+          "' must be ", kind);
   return a;
 }
 
@@ -74,14 +91,29 @@ hsize_t product(const std::vector<hsize_t>& dims) {
 void Handle::reset() {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    default:
+      break;
   }
   id_ = H5I_INVALID_HID;
 }
@@ -214,8 +246,8 @@ int64_t attr_int64(hid_t loc, const std::string& name) {
 }
 
 template <typename T>
-void write(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims, const std::vector<T>& v,
-           const Layout& layout) {
+void write(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims,
+           const std::vector<T>& v, const Layout& layout) {
   silence();
   const hsize_t n = product(dims);
   require(n == v.size(), file_name(loc), ": dataset '", name, "': ", v.size(), " values for shape ",
@@ -223,20 +255,23 @@ void write(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims,
   Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   check(space.get(), loc, "dataset '", name, "': cannot create dataspace");
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
-  if (layout.chunk_elements > 0 && !dims.empty() && n >= std::max<hsize_t>(1, layout.min_elements)) {
+  if (layout.chunk_elements > 0 && !dims.empty() &&
+      n >= std::max<hsize_t>(1, layout.min_elements)) {
     std::vector<hsize_t> chunk = dims;
     const hsize_t row = n / dims[0];
     chunk[0] = std::min(dims[0], std::max<hsize_t>(1, layout.chunk_elements / row));
-    check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), loc, "dataset '", name,
-          "': cannot set chunking");
+    check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), loc, "dataset '",
+          name, "': cannot set chunking");
     check(H5Pset_shuffle(dcpl.get()), loc, "dataset '", name, "': cannot set shuffle filter");
-    check(H5Pset_deflate(dcpl.get(), layout.deflate), loc, "dataset '", name, "': cannot set gzip filter");
+    check(H5Pset_deflate(dcpl.get(), layout.deflate), loc, "dataset '", name,
+          "': cannot set gzip filter");
   }
-  Handle ds(H5Dcreate2(loc, name.c_str(), Type<T>::file(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+  Handle ds(H5Dcreate2(loc, name.c_str(), Type<T>::file(), space.get(), H5P_DEFAULT, dcpl.get(),
+                       H5P_DEFAULT));
   check(ds.get(), loc, "dataset '", name, "': cannot create");
   if (n > 0)
-    check(H5Dwrite(ds.get(), Type<T>::mem(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), loc, "dataset '", name,
-          "': cannot write");
+    check(H5Dwrite(ds.get(), Type<T>::mem(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), loc,
+          "dataset '", name, "': cannot write");
 }
 
 void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& v, Str s) {
@@ -246,7 +281,8 @@ void write_strings(hid_t loc, const std::string& name, const std::vector<std::st
   Handle type = string_type(s, width);
   const hsize_t n = v.size();
   Handle space(H5Screate_simple(1, &n, nullptr));
-  Handle ds(H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  Handle ds(H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                       H5P_DEFAULT));
   check(ds.get(), loc, "dataset '", name, "': cannot create");
   if (n == 0) return;
   herr_t rc;
@@ -284,8 +320,8 @@ Dataset open_dataset(hid_t loc, const std::string& name) {
 template <typename T>
 std::vector<T> read_rows(const Dataset& ds, hsize_t rows) {
   const hid_t id = ds.id.get();
-  require(!ds.dims.empty() && rows <= ds.dims[0], file_name(id), ": dataset '", ds.name, "': cannot read ", rows,
-          " rows of shape ", shape_str(ds.dims));
+  require(!ds.dims.empty() && rows <= ds.dims[0], file_name(id), ": dataset '", ds.name,
+          "': cannot read ", rows, " rows of shape ", shape_str(ds.dims));
   hsize_t row = 1;
   for (size_t i = 1; i < ds.dims.size(); ++i) row *= ds.dims[i];
   std::vector<T> out(static_cast<size_t>(rows * row), T{});
@@ -293,11 +329,12 @@ std::vector<T> read_rows(const Dataset& ds, hsize_t rows) {
   std::vector<hsize_t> start(ds.dims.size(), 0), count = ds.dims;
   count[0] = rows;
   Handle fspace(H5Dget_space(id));
-  check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), id,
-        "dataset '", ds.name, "': cannot select rows");
+  check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                            nullptr),
+        id, "dataset '", ds.name, "': cannot select rows");
   Handle mspace(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
-  check(H5Dread(id, Type<T>::mem(), mspace.get(), fspace.get(), H5P_DEFAULT, out.data()), id, "dataset '", ds.name,
-        "': cannot read");
+  check(H5Dread(id, Type<T>::mem(), mspace.get(), fspace.get(), H5P_DEFAULT, out.data()), id,
+        "dataset '", ds.name, "': cannot read");
   return out;
 }
 
@@ -305,12 +342,12 @@ template <typename T>
 std::vector<T> read(hid_t loc, const std::string& name, int64_t expect) {
   const Dataset ds = open_dataset(loc, name);
   const auto n = static_cast<int64_t>(product(ds.dims));
-  require(expect < 0 || n == expect, file_name(loc), ": dataset '", name, "' has ", n, " elements, expected ",
-          expect);
+  require(expect < 0 || n == expect, file_name(loc), ": dataset '", name, "' has ", n,
+          " elements, expected ", expect);
   std::vector<T> v(static_cast<size_t>(n));
   if (n > 0)
-    check(H5Dread(ds.id.get(), Type<T>::mem(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), loc, "dataset '", name,
-          "': cannot read");
+    check(H5Dread(ds.id.get(), Type<T>::mem(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), loc,
+          "dataset '", name, "': cannot read");
   return v;
 }
 
@@ -322,18 +359,18 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name) {
   Handle space(H5Dget_space(ds.id.get()));
   std::vector<char*> p(static_cast<size_t>(ds.dims[0]), nullptr);
   if (!p.empty())
-    check(H5Dread(ds.id.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), loc, "dataset '", name,
-          "': cannot read");
+    check(H5Dread(ds.id.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), loc,
+          "dataset '", name, "': cannot read");
   std::vector<std::string> out;
   for (char* x : p) out.emplace_back(x ? x : "");
   if (!p.empty()) H5Dvlen_reclaim(type.get(), space.get(), H5P_DEFAULT, p.data());
   return out;
 }
 
-#define MAC_H5_INSTANTIATE(T)                                                                                   \
-  template void write<T>(hid_t, const std::string&, const std::vector<hsize_t>&, const std::vector<T>&,          \
-                         const Layout&);                                                                        \
-  template std::vector<T> read_rows<T>(const Dataset&, hsize_t);                                                \
+#define MAC_H5_INSTANTIATE(T)                                                    \
+  template void write<T>(hid_t, const std::string&, const std::vector<hsize_t>&, \
+                         const std::vector<T>&, const Layout&);                  \
+  template std::vector<T> read_rows<T>(const Dataset&, hsize_t);                 \
   template std::vector<T> read<T>(hid_t, const std::string&, int64_t);
 MAC_H5_INSTANTIATE(float)
 MAC_H5_INSTANTIATE(double)

@@ -6,8 +6,8 @@
 namespace mac::ref {
 
 float canonical_d2(const float* a, const float* b, int64_t head_dim) {
-  require(head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 256, "canonical_d2: head_dim = ", head_dim,
-          " must be a multiple of 16 in [16, 256]");
+  require(head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 256,
+          "canonical_d2: head_dim = ", head_dim, " must be a multiple of 16 in [16, 256]");
   const int64_t lanes = head_dim / 8;
   std::array<float, 32> acc{};
   for (int64_t l = 0; l < lanes; ++l) {

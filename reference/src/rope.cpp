@@ -20,7 +20,8 @@ void apply_rope(const float* x, float* out, int64_t head_dim, int64_t pos, doubl
   const int64_t half = head_dim / 2;
   std::vector<double> in(x, x + head_dim);
   for (int64_t i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    const double inv_freq =
+        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
     const double ang = static_cast<double>(pos) * inv_freq;
     const double c = std::cos(ang), s = std::sin(ang);
     const int64_t ia = style == RopeStyle::kNeox ? i : 2 * i;

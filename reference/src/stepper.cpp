@@ -11,19 +11,22 @@ namespace mac::ref {
 
 template <typename T>
 Ring<T>::Ring(int64_t capacity, int64_t num_heads, int64_t head_dim)
-    : capacity_(capacity), num_heads_(num_heads),
+    : capacity_(capacity),
+      num_heads_(num_heads),
       entries_(static_cast<size_t>(capacity * num_heads)) {
   for (auto& e : entries_) e.state = AttnState<T>::empty(head_dim);
 }
 
 template <typename T>
-DecodeStepper<T>::DecodeStepper(const LayerData& layer, double softmax_scale, const MacParams& params,
-                                Variant variant, StateStorage storage)
+DecodeStepper<T>::DecodeStepper(const LayerData& layer, double softmax_scale,
+                                const MacParams& params, Variant variant, StateStorage storage)
     : layer_(layer), scale_(softmax_scale), params_(params), variant_(variant), storage_(storage) {
   params_.validate();
-  require(supported_head_dim(layer.head_dim), "head_dim = ", layer.head_dim, " is not supported (64, 128 or 256)");
-  require(layer.num_kv_heads >= 1 && layer.num_q_heads % layer.num_kv_heads == 0, "num_q_heads = ",
-          layer.num_q_heads, " is not a multiple of num_kv_heads = ", layer.num_kv_heads);
+  require(supported_head_dim(layer.head_dim), "head_dim = ", layer.head_dim,
+          " is not supported (64, 128 or 256)");
+  require(layer.num_kv_heads >= 1 && layer.num_q_heads % layer.num_kv_heads == 0,
+          "num_q_heads = ", layer.num_q_heads,
+          " is not a multiple of num_kv_heads = ", layer.num_kv_heads);
   require(std::isfinite(softmax_scale) && softmax_scale > 0, "softmax_scale = ", softmax_scale,
           " must be finite and > 0");
   ring_ = Ring<T>(params_.ring, layer.num_q_heads, layer.head_dim);
@@ -41,7 +44,8 @@ AttnState<T> DecodeStepper<T>::store(const AttnState<T>& s) const {
 
 template <typename T>
 void DecodeStepper<T>::prefill(int64_t P, PrefillMode mode) {
-  require(0 <= P && P <= layer_.tokens, "prefill length P = ", P, " outside [0, ", layer_.tokens, "]");
+  require(0 <= P && P <= layer_.tokens, "prefill length P = ", P, " outside [0, ", layer_.tokens,
+          "]");
   require(last_step_ < 0, "prefill must come before the first decode step");
   const int64_t r = params_.tail, F = params_.sinks, G = layer_.group_size();
   const int64_t first = P - params_.ring > 0 ? P - params_.ring : 0;
@@ -149,8 +153,8 @@ void DecodeStepper<T>::decide(int64_t h, int64_t m, bool ready, HeadStep<T>& s) 
 
 template <typename T>
 StepResult<T> DecodeStepper<T>::step(int64_t m, bool ready) {
-  require(m > last_step_ && m < layer_.tokens, "decode position m = ", m, " must be in (", last_step_, ", ",
-          layer_.tokens, ")");
+  require(m > last_step_ && m < layer_.tokens, "decode position m = ", m, " must be in (",
+          last_step_, ", ", layer_.tokens, ")");
   last_step_ = m;
   const int64_t Hq = layer_.num_q_heads, G = layer_.group_size();
   StepResult<T> res;
@@ -162,8 +166,8 @@ StepResult<T> DecodeStepper<T>::step(int64_t m, bool ready) {
 #pragma omp parallel for schedule(dynamic)
   for (int64_t h = 0; h < Hq; ++h) decide(h, m, ready, res.heads[static_cast<size_t>(h)]);
 
-  // Band, sink and tail attention with the current post-RoPE queries, per KV head: the
-  // group's heads share each K/V block read.
+    // Band, sink and tail attention with the current post-RoPE queries, per KV head: the
+    // group's heads share each K/V block read.
 #pragma omp parallel for schedule(dynamic)
   for (int64_t hk = 0; hk < layer_.num_kv_heads; ++hk) {
     std::vector<RangeQuery> qs;
@@ -191,8 +195,9 @@ StepResult<T> DecodeStepper<T>::step(int64_t m, bool ready) {
     const auto cached = merge(s.prefix, band[hh]);  // covers [Fe(E(m)), E(m))
     s.out = merge(merge(cached, sink[hh]), tail[hh]);
     if (ready) {
-      const AttnState<T> written =
-          variant_ == Variant::kDowndate ? downdate(s.out, merge(sink[hh], tail[hh])).state : cached;
+      const AttnState<T> written = variant_ == Variant::kDowndate
+                                       ? downdate(s.out, merge(sink[hh], tail[hh])).state
+                                       : cached;
       auto& slot = ring_.slot(h, m);
       slot.pos = m;
       slot.q_pre = layer_.q_pre_at(m, h);

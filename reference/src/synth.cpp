@@ -106,17 +106,20 @@ void SynthParams::validate() const {
   require(tokens >= 1, "synthetic tokens = ", tokens, " must be >= 1");
   require(num_layers >= 1, "synthetic num_layers = ", num_layers, " must be >= 1");
   require(num_kv_heads >= 1, "synthetic num_kv_heads = ", num_kv_heads, " must be >= 1");
-  require(num_q_heads >= 1 && num_q_heads % num_kv_heads == 0, "synthetic num_q_heads = ",
-          num_q_heads, " must be a positive multiple of num_kv_heads = ", num_kv_heads);
+  require(num_q_heads >= 1 && num_q_heads % num_kv_heads == 0,
+          "synthetic num_q_heads = ", num_q_heads,
+          " must be a positive multiple of num_kv_heads = ", num_kv_heads);
   require(supported_head_dim(head_dim), "synthetic head_dim = ", head_dim,
           " is not supported (64, 128 or 256)");
   require(std::isfinite(rope_theta) && rope_theta > 0, "synthetic rope_theta = ", rope_theta,
           " must be finite and > 0");
-  require(finite_nonneg(mean_scale), "synthetic mean_scale = ", mean_scale, " must be finite and >= 0");
+  require(finite_nonneg(mean_scale), "synthetic mean_scale = ", mean_scale,
+          " must be finite and >= 0");
   require(finite_nonneg(context_scale), "synthetic context_scale = ", context_scale,
           " must be finite and >= 0");
   require(probability(drift), "synthetic drift = ", drift, " must be in [0, 1]");
-  require(finite_nonneg(noise_scale), "synthetic noise_scale = ", noise_scale, " must be finite and >= 0");
+  require(finite_nonneg(noise_scale), "synthetic noise_scale = ", noise_scale,
+          " must be finite and >= 0");
   require(probability(novelty_floor), "synthetic novelty_floor = ", novelty_floor,
           " must be in [0, 1]");
   require(std::isfinite(novelty_corr) && novelty_corr >= 0 && novelty_corr < 1,
@@ -128,10 +131,14 @@ void SynthParams::validate() const {
   require(repeat_window >= 1, "synthetic repeat_window = ", repeat_window, " must be >= 1");
   require(std::isfinite(head_spread) && head_spread >= 0 && head_spread < 1,
           "synthetic head_spread = ", head_spread, " must be in [0, 1)");
-  require(std::isfinite(key_query_corr), "synthetic key_query_corr = ", key_query_corr, " must be finite");
-  require(finite_nonneg(key_noise), "synthetic key_noise = ", key_noise, " must be finite and >= 0");
-  require(probability(attractor_prob), "synthetic attractor_prob = ", attractor_prob, " must be in [0, 1]");
-  require(std::isfinite(attractor_gain), "synthetic attractor_gain = ", attractor_gain, " must be finite");
+  require(std::isfinite(key_query_corr), "synthetic key_query_corr = ", key_query_corr,
+          " must be finite");
+  require(finite_nonneg(key_noise), "synthetic key_noise = ", key_noise,
+          " must be finite and >= 0");
+  require(probability(attractor_prob), "synthetic attractor_prob = ", attractor_prob,
+          " must be in [0, 1]");
+  require(std::isfinite(attractor_gain), "synthetic attractor_gain = ", attractor_gain,
+          " must be finite");
 }
 
 std::string SynthParams::describe() const {
@@ -205,11 +212,13 @@ Trace generate_synthetic_trace(const SynthParams& p) {
           nov = phi * nov + phi_c * rng.normal();
         }
         // ν uniform in [floor, 1]: Φ maps the N(0, 1) state to a uniform.
-        const double nu = p.novelty_floor + (1.0 - p.novelty_floor) * 0.5 * std::erfc(-nov * kInvSqrt2);
+        const double nu =
+            p.novelty_floor + (1.0 - p.novelty_floor) * 0.5 * std::erfc(-nov * kInvSqrt2);
         float* q = L.q_pre.data() + (t * Hq + h) * D;
         if (t > 0 && rng.uniform() < p.repeat_prob) {
           const int64_t w = std::min(t, p.repeat_window);
-          const int64_t back = 1 + std::min(w - 1, static_cast<int64_t>(rng.uniform() * static_cast<double>(w)));
+          const int64_t back =
+              1 + std::min(w - 1, static_cast<int64_t>(rng.uniform() * static_cast<double>(w)));
           const float* src = L.q_pre.data() + ((t - back) * Hq + h) * D;
           for (int64_t i = 0; i < D; ++i)
             q[i] = round_bf16(static_cast<float>(src[i] + p.repeat_noise * rng.normal()));

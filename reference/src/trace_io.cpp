@@ -62,7 +62,9 @@ class TempOutput {
 void write_attr(hid_t loc, const std::string& name, const std::string& v) {
   h5::write_attr(loc, name, v, h5::Str::kVariableUtf8);
 }
-void write_attr(hid_t loc, const std::string& name, const char* v) { write_attr(loc, name, std::string(v)); }
+void write_attr(hid_t loc, const std::string& name, const char* v) {
+  write_attr(loc, name, std::string(v));
+}
 void write_attr(hid_t loc, const std::string& name, int64_t v) { h5::write_attr(loc, name, v); }
 void write_attr(hid_t loc, const std::string& name, double v) { h5::write_attr(loc, name, v); }
 
@@ -91,8 +93,8 @@ void write_dataset(hid_t loc, const std::string& name, const std::vector<hsize_t
 h5::Dataset open_dataset(hid_t f, const std::string& file, const std::string& name, int rank,
                          H5T_class_t cls, size_t size, const char* kind) {
   h5::Dataset ds = h5::open_dataset(f, name);
-  require(ds.type_class == cls && (size == 0 || ds.type_size == size), file, ": ", name, " must be ",
-          kind);
+  require(ds.type_class == cls && (size == 0 || ds.type_size == size), file, ": ", name,
+          " must be ", kind);
   const int r = static_cast<int>(ds.dims.size());
   require(r == rank, file, ": ", name, " has rank ", r, ", expected ", rank);
   return ds;
@@ -104,8 +106,8 @@ using h5::shape_str;
 // Trace.
 // ---------------------------------------------------------------------------
 
-const char* const kTraceAttrs[] = {"schema",       "version",       "head_dim",   "num_q_heads",
-                                   "num_kv_heads", "num_layers",    "softmax_scale", "rope_theta",
+const char* const kTraceAttrs[] = {"schema",       "version",    "head_dim",      "num_q_heads",
+                                   "num_kv_heads", "num_layers", "softmax_scale", "rope_theta",
                                    "rope_style",   "source"};
 
 std::string layer_path(int64_t i) { return msg("/layers/", i); }
@@ -143,8 +145,10 @@ LayerData read_layer(hid_t f, const std::string& file, const TraceMeta& m, int64
     const char* name;
     int64_t heads;
   };
-  const Spec specs[] = {{"q_pre", m.num_q_heads}, {"q_post", m.num_q_heads},
-                        {"k", m.num_kv_heads},    {"v", m.num_kv_heads}};
+  const Spec specs[] = {{"q_pre", m.num_q_heads},
+                        {"q_post", m.num_q_heads},
+                        {"k", m.num_kv_heads},
+                        {"v", m.num_kv_heads}};
   h5::Dataset ds[4];
   hsize_t T = 0;
   for (int i = 0; i < 4; ++i) {
@@ -187,20 +191,22 @@ void write_trace(const std::string& path, const Trace& trace, bool compress,
     throw InputError(msg(path, ": cannot write trace: ", e.what()));
   }
   require(static_cast<int64_t>(trace.layers.size()) == m.num_layers, path,
-          ": cannot write trace: it has ", trace.layers.size(), " layers, num_layers = ", m.num_layers);
+          ": cannot write trace: it has ", trace.layers.size(),
+          " layers, num_layers = ", m.num_layers);
   for (size_t i = 0; i < trace.layers.size(); ++i) {
     const LayerData& L = trace.layers[i];
     const std::string where = msg(path, ": ", layer_path(static_cast<int64_t>(i)));
     require(L.num_q_heads == m.num_q_heads && L.num_kv_heads == m.num_kv_heads &&
                 L.head_dim == m.head_dim,
-            where, ": layer shape (Hq = ", L.num_q_heads, ", Hkv = ", L.num_kv_heads, ", D = ",
-            L.head_dim, ") does not match the trace (Hq = ", m.num_q_heads, ", Hkv = ",
-            m.num_kv_heads, ", D = ", m.head_dim, ")");
+            where, ": layer shape (Hq = ", L.num_q_heads, ", Hkv = ", L.num_kv_heads,
+            ", D = ", L.head_dim, ") does not match the trace (Hq = ", m.num_q_heads,
+            ", Hkv = ", m.num_kv_heads, ", D = ", m.head_dim, ")");
     L.validate(where);
   }
   for (const auto& kv : extra_attrs) {
     for (const char* a : kTraceAttrs)
-      require(kv.first != a, path, ": extra attribute '", kv.first, "' would overwrite a schema attribute");
+      require(kv.first != a, path, ": extra attribute '", kv.first,
+              "' would overwrite a schema attribute");
   }
 
   TempOutput out(path);
@@ -226,8 +232,10 @@ void write_trace(const std::string& path, const Trace& trace, bool compress,
       const std::string base = layer_path(static_cast<int64_t>(i));
       h5::create_group(r, base);
       const auto T = static_cast<hsize_t>(L.tokens);
-      const std::vector<hsize_t> dq = {T, static_cast<hsize_t>(L.num_q_heads), static_cast<hsize_t>(L.head_dim)};
-      const std::vector<hsize_t> dk = {T, static_cast<hsize_t>(L.num_kv_heads), static_cast<hsize_t>(L.head_dim)};
+      const std::vector<hsize_t> dq = {T, static_cast<hsize_t>(L.num_q_heads),
+                                       static_cast<hsize_t>(L.head_dim)};
+      const std::vector<hsize_t> dk = {T, static_cast<hsize_t>(L.num_kv_heads),
+                                       static_cast<hsize_t>(L.head_dim)};
       write_dataset(r, base + "/q_pre", dq, L.q_pre, gzip);
       write_dataset(r, base + "/q_post", dq, L.q_post, gzip);
       write_dataset(r, base + "/k", dk, L.k, gzip);
@@ -276,7 +284,8 @@ LayerData read_trace_layer(const std::string& path, int64_t layer, int64_t max_t
 // ---------------------------------------------------------------------------
 
 void RunDump::resize(int64_t S, int64_t hq, int64_t d) {
-  require(S >= 0 && hq >= 1 && d >= 1, "RunDump::resize: bad shape S = ", S, ", Hq = ", hq, ", D = ", d);
+  require(S >= 0 && hq >= 1 && d >= 1, "RunDump::resize: bad shape S = ", S, ", Hq = ", hq,
+          ", D = ", d);
   steps = S;
   num_q_heads = hq;
   head_dim = d;
@@ -298,15 +307,15 @@ namespace {
 
 void check_dump_shapes(const RunDump& d, const std::string& path) {
   require(d.steps >= 0 && d.num_q_heads >= 1 && d.head_dim >= 1, path,
-          ": cannot write run dump: bad shape S = ", d.steps, ", Hq = ", d.num_q_heads, ", D = ",
-          d.head_dim);
+          ": cannot write run dump: bad shape S = ", d.steps, ", Hq = ", d.num_q_heads,
+          ", D = ", d.head_dim);
   const auto S = static_cast<size_t>(d.steps);
   const auto sh = S * static_cast<size_t>(d.num_q_heads);
   const auto shd = sh * static_cast<size_t>(d.head_dim);
   auto need = [&](size_t have, size_t want, const char* name) {
     require(have == want, path, ": cannot write run dump: ", name, " has ", have,
-            " values, [S, Hq(, D)] = [", d.steps, ", ", d.num_q_heads, ", ", d.head_dim,
-            "] needs ", want);
+            " values, [S, Hq(, D)] = [", d.steps, ", ", d.num_q_heads, ", ", d.head_dim, "] needs ",
+            want);
   };
   need(d.position.size(), S, "position");
   need(d.hit.size(), sh, "hit");
@@ -380,11 +389,14 @@ RunDump read_run_dump(const std::string& path) {
   d.storage = h5::attr_string(r, "storage");
   d.trace_source = h5::attr_string(r, "trace_source");
 
-  const h5::Dataset pos = open_dataset(r, path, "/position", 1, H5T_INTEGER, 0, "an integer dataset");
+  const h5::Dataset pos =
+      open_dataset(r, path, "/position", 1, H5T_INTEGER, 0, "an integer dataset");
   const hsize_t S = pos.dims[0];
-  const h5::Dataset out = open_dataset(r, path, "/out", 3, H5T_FLOAT, 0, "a floating-point dataset");
+  const h5::Dataset out =
+      open_dataset(r, path, "/out", 3, H5T_FLOAT, 0, "a floating-point dataset");
   const std::vector<hsize_t>& dims = out.dims;
-  require(dims[0] == S, path, ": /out has shape ", shape_str(dims), ", /position has ", S, " steps");
+  require(dims[0] == S, path, ": /out has shape ", shape_str(dims), ", /position has ", S,
+          " steps");
   const hsize_t H = dims[1], D = dims[2];
   require(H >= 1 && D >= 1, path, ": /out has shape ", shape_str(dims), " (Hq and D must be >= 1)");
   d.steps = static_cast<int64_t>(S);
@@ -395,12 +407,14 @@ RunDump read_run_dump(const std::string& path) {
 
   auto read_sh = [&](const char* name, H5T_class_t cls, auto& vec, bool with_d) {
     const int rank = with_d ? 3 : 2;
-    const h5::Dataset ds = open_dataset(r, path, name, rank, cls, 0,
-                                        cls == H5T_INTEGER ? "an integer dataset" : "a floating-point dataset");
+    const h5::Dataset ds =
+        open_dataset(r, path, name, rank, cls, 0,
+                     cls == H5T_INTEGER ? "an integer dataset" : "a floating-point dataset");
     const std::vector<hsize_t>& dd = ds.dims;
-    const std::vector<hsize_t> want = with_d ? std::vector<hsize_t>{S, H, D} : std::vector<hsize_t>{S, H};
-    require(dd == want, path, ": ", name, " has shape ", shape_str(dd), ", expected ", shape_str(want),
-            " (from /position and /out)");
+    const std::vector<hsize_t> want =
+        with_d ? std::vector<hsize_t>{S, H, D} : std::vector<hsize_t>{S, H};
+    require(dd == want, path, ": ", name, " has shape ", shape_str(dd), ", expected ",
+            shape_str(want), " (from /position and /out)");
     vec = h5::read_rows<typename std::decay_t<decltype(vec)>::value_type>(ds, S);
   };
   read_sh("/hit", H5T_INTEGER, d.hit, false);

@@ -21,7 +21,8 @@
 namespace mac::cuda::test {
 
 inline void check(const Status& s, const char* what) {
-  if (!s.ok()) throw std::runtime_error(std::string(what) + ": " + to_string(s.code) + ": " + s.message);
+  if (!s.ok())
+    throw std::runtime_error(std::string(what) + ": " + to_string(s.code) + ": " + s.message);
 }
 #define MAC_CHECK(expr) ::mac::cuda::test::check((expr), #expr)
 
@@ -31,7 +32,7 @@ struct CaseSpec {
   std::vector<int> prompt = {1037, 700, 900};  //!< P per request (≥ M)
   int steps = 8;
   uint64_t seed = 1;
-  double repeat_prob = 0.6;  //!< chance a query repeats an earlier one (plus noise): hits
+  double repeat_prob = 0.6;     //!< chance a query repeats an earlier one (plus noise): hits
   std::vector<int> ready = {};  //!< per request; empty → all ready
   K3Mode k3 = K3Mode::kFused;
   bool pdl = true;  //!< EngineConfig::dependent_launch of the MAC engine; the full-attention
@@ -40,9 +41,11 @@ struct CaseSpec {
                                                 //!<  engine runs the other one
   std::string name() const {
     char b[240];
-    std::snprintf(b, sizeof b, "D=%d G=%d Hkv=%d N=%zu ps=%d M=%d r=%d F=%d gen_min=%d pdl=%d sched=%s seed=%llu", D,
-                  G, Hkv, prompt.size(), page_size, M, r, F, gen_min, pdl ? 1 : 0,
-                  schedule == ScheduleMode::kAuto ? "auto" : "kernel", static_cast<unsigned long long>(seed));
+    std::snprintf(
+        b, sizeof b,
+        "D=%d G=%d Hkv=%d N=%zu ps=%d M=%d r=%d F=%d gen_min=%d pdl=%d sched=%s seed=%llu", D, G,
+        Hkv, prompt.size(), page_size, M, r, F, gen_min, pdl ? 1 : 0,
+        schedule == ScheduleMode::kAuto ? "auto" : "kernel", static_cast<unsigned long long>(seed));
     return b;
   }
 };
@@ -53,10 +56,11 @@ struct Stats {
   double max_rel_l2 = 0, max_abs = 0, max_lse = 0;
   double max_entry_rel_l2 = 0, max_entry_lse = 0;
   long decision_mismatch = 0, heads = 0, hits = 0, bit_mismatch = 0, bit_checked = 0, entries = 0;
-  long all_hit_steps = 0;  //!< steps in which the reference hit on every head of every row
+  long all_hit_steps = 0;       //!< steps in which the reference hit on every head of every row
   long item_size_mismatch = 0;  //!< steps whose item size contradicts the reference's decisions
   long two_cut_steps = 0;  //!< steps whose eligible rows took another item size than the exact cut
-  uint64_t out_hash = 14695981039346656037ull;  //!< FNV-1a over every step's out and lse bits, MAC then full
+  uint64_t out_hash =
+      14695981039346656037ull;  //!< FNV-1a over every step's out and lse bits, MAC then full
 };
 
 /*! \brief FNV-1a of `n` bytes at `p`, continuing from `h`. */
@@ -92,7 +96,8 @@ class Harness {
           if (t > 0 && pick < c.repeat_prob) {
             // Repeat an earlier query: lag M now and then (the matched slot is the one the
             // step overwrites), else uniform 1..min(t, M).
-            int lag = pick < 0.1 * c.repeat_prob ? c.M : 1 + static_cast<int>(u(rng) * std::min(t, c.M));
+            int lag =
+                pick < 0.1 * c.repeat_prob ? c.M : 1 + static_cast<int>(u(rng) * std::min(t, c.M));
             lag = std::min(lag, t);
             const float* src = L.q_pre.data() + (static_cast<size_t>(t - lag) * Hq_ + h) * D_;
             for (int d = 0; d < D_; ++d) q[d] = ref::round_bf16(src[d] + 0.25f * nd(rng));
@@ -151,7 +156,8 @@ class Harness {
     for (int i = 0; i < N_; ++i) slots_[i] = (2 * i + 1) % R_;
     MAC_CHECK(copy_to_device(b_.slot.data(), slots_.data(), N_ * 4));
     ready_host_.assign(N_, 1);
-    for (size_t i = 0; i < c.ready.size() && i < ready_host_.size(); ++i) ready_host_[i] = c.ready[i];
+    for (size_t i = 0; i < c.ready.size() && i < ready_host_.size(); ++i)
+      ready_host_[i] = c.ready[i];
     std::vector<int> rd(R_, 1), ea(R_, 7), eb(R_, 7);
     for (int i = 0; i < N_; ++i)
       if (!ready_host_[i]) eb[slots_[i]] = 8;  // not ready through an epoch mismatch (ready = 1)
@@ -244,8 +250,10 @@ class Harness {
       const int m = pos_[i];
       put_token_device(i, m);
       for (size_t e = 0; e < static_cast<size_t>(Hq_) * D_; ++e) {
-        qp[static_cast<size_t>(i) * Hq_ * D_ + e] = ref::bf16_bits(layers_[i].q_post[static_cast<size_t>(m) * Hq_ * D_ + e]);
-        qr[static_cast<size_t>(i) * Hq_ * D_ + e] = ref::bf16_bits(layers_[i].q_pre[static_cast<size_t>(m) * Hq_ * D_ + e]);
+        qp[static_cast<size_t>(i) * Hq_ * D_ + e] =
+            ref::bf16_bits(layers_[i].q_post[static_cast<size_t>(m) * Hq_ * D_ + e]);
+        qr[static_cast<size_t>(i) * Hq_ * D_ + e] =
+            ref::bf16_bits(layers_[i].q_pre[static_cast<size_t>(m) * Hq_ * D_ + e]);
       }
       len[i] = m + 1;
     }
@@ -301,9 +309,11 @@ class Harness {
         all_hit = all_hit && hs.hit;
         if ((hit[oh] != 0) != hs.hit || (hs.hit && mpos[oh] != hs.match_pos)) {
           ++st.decision_mismatch;
-          std::printf("[FAIL] decision row %d pos %d head %d: gpu hit %d p %lld d2 %.9g | ref hit %d p %lld d2 %.9g\n", i,
-                      m, h, hit[oh], static_cast<long long>(mpos[oh]), d2[oh], hs.hit,
-                      static_cast<long long>(hs.match_pos), hs.match.d2);
+          std::printf(
+              "[FAIL] decision row %d pos %d head %d: gpu hit %d p %lld d2 %.9g | ref hit %d p "
+              "%lld d2 %.9g\n",
+              i, m, h, hit[oh], static_cast<long long>(mpos[oh]), d2[oh], hs.hit,
+              static_cast<long long>(hs.match_pos), hs.match.d2);
         }
         // Output vs the FP64 reference of the same decisions.
         double num = 0, den = 0;
@@ -318,7 +328,8 @@ class Harness {
         const double dl = std::abs(static_cast<double>(lse[oh]) - hs.out.lse);
         st.max_lse = std::max(st.max_lse, std::isnan(dl) ? 1e9 : dl);
         if (verbose && rel > 1e-2)
-          std::printf("  row %d pos %d head %d hit %d rel %.3g lse %g vs %g\n", i, m, h, hs.hit, rel, lse[oh], hs.out.lse);
+          std::printf("  row %d pos %d head %d hit %d rel %.3g lse %g vs %g\n", i, m, h, hs.hit,
+                      rel, lse[oh], hs.out.lse);
         // Ineligible rows: bit-identical to full attention.
         if (!hs.eligible) {
           ++st.bit_checked;
@@ -333,7 +344,9 @@ class Harness {
           const auto* e = steppers_[i]->ring().find(h, m);
           bool qok = true;
           for (int d = 0; d < D_; ++d)
-            qok = qok && rqp[re * D_ + d] == ref::bf16_bits(layers_[i].q_pre[(static_cast<size_t>(m) * Hq_ + h) * D_ + d]);
+            qok = qok &&
+                  rqp[re * D_ + d] ==
+                      ref::bf16_bits(layers_[i].q_pre[(static_cast<size_t>(m) * Hq_ + h) * D_ + d]);
           if (!qok) st.max_entry_rel_l2 = 1e9;
           if (e->state.is_empty()) {
             if (rl[re] > -std::numeric_limits<float>::infinity()) st.max_entry_lse = 1e9;
@@ -395,7 +408,7 @@ class Harness {
   std::vector<int> ready_host_, pos_;
   bool last_all_hit_ = false;
   std::vector<uint16_t> kv_host_k_, kv_host_v_;
-  StepBuffers b_;                       // the step's arrays (MAC engine's outputs)
+  StepBuffers b_;                     // the step's arrays (MAC engine's outputs)
   DeviceBuffer out_full_, lse_full_;  // the full-attention engine's outputs
   std::unique_ptr<Engine> engine_, engine_full_;
   std::vector<std::unique_ptr<ref::DecodeStepper<double>>> steppers_;
@@ -406,12 +419,14 @@ inline void report(const char* what, const CaseSpec& c, const Stats& s) {
                   s.max_entry_rel_l2 <= 1e-2 && s.max_lse <= 1e-3 && s.max_entry_lse <= 1e-3 &&
                   s.item_size_mismatch == 0;
   std::printf(
-      "%s %s | %s: heads %ld hits %ld decision mismatches %ld | out rel-L2 max %.3e, max |err| %.3e, lse max "
-      "|err| %.3e | entries %ld rel-L2 max %.3e lse max |err| %.3e | ineligible bit-identical %ld/%ld | all-hit "
+      "%s %s | %s: heads %ld hits %ld decision mismatches %ld | out rel-L2 max %.3e, max |err| "
+      "%.3e, lse max "
+      "|err| %.3e | entries %ld rel-L2 max %.3e lse max |err| %.3e | ineligible bit-identical "
+      "%ld/%ld | all-hit "
       "steps %ld, item-size mismatches %ld\n",
-      ok ? "[OK]" : "[FAIL]", what, c.name().c_str(), s.heads, s.hits, s.decision_mismatch, s.max_rel_l2, s.max_abs,
-      s.max_lse, s.entries, s.max_entry_rel_l2, s.max_entry_lse, s.bit_checked - s.bit_mismatch, s.bit_checked,
-      s.all_hit_steps, s.item_size_mismatch);
+      ok ? "[OK]" : "[FAIL]", what, c.name().c_str(), s.heads, s.hits, s.decision_mismatch,
+      s.max_rel_l2, s.max_abs, s.max_lse, s.entries, s.max_entry_rel_l2, s.max_entry_lse,
+      s.bit_checked - s.bit_mismatch, s.bit_checked, s.all_hit_steps, s.item_size_mismatch);
   std::fflush(stdout);
 }
 

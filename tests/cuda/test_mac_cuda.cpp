@@ -38,8 +38,8 @@ void check_item_size(Harness& hx, const CaseSpec& c, void* stream, Stats& st) {
   const bool fine = c.chunk == 0 && hx.last_all_hit() && hx.batch() * c.Hkv <= wi::kFineMaxGroups;
   if (c.chunk > 0 ? chunk != c.chunk : (chunk == wi::kFineC) != fine) {
     ++st.item_size_mismatch;
-    std::printf("[FAIL] item size %d in a step with all-hit %d, %d groups\n", chunk, hx.last_all_hit() ? 1 : 0,
-                hx.batch() * c.Hkv);
+    std::printf("[FAIL] item size %d in a step with all-hit %d, %d groups\n", chunk,
+                hx.last_all_hit() ? 1 : 0, hx.batch() * c.Hkv);
   }
   // The full-attention engine's item size of the same step is the exact cut, which the MAC
   // step's rows that are not eligible take (their bits are compared in check_step).
@@ -340,7 +340,8 @@ BOOST_AUTO_TEST_CASE(partial_states_discarded) {
     check_stats(on);
     BOOST_TEST(on.out_hash == off.out_hash);
     std::printf("[%s] partials discarded vs kept: output and LSE hash %016llx vs %016llx\n",
-                on.out_hash == off.out_hash ? "OK" : "FAIL", static_cast<unsigned long long>(on.out_hash),
+                on.out_hash == off.out_hash ? "OK" : "FAIL",
+                static_cast<unsigned long long>(on.out_hash),
                 static_cast<unsigned long long>(off.out_hash));
   }
   // The switches are read (a value outside auto/0/1 is refused, naming it).
@@ -388,15 +389,18 @@ BOOST_AUTO_TEST_CASE(refusals) {
   // A page id outside the pool: clamped (no out-of-bounds read) and flagged.
   std::vector<int32_t> bad = {-5, 1 << 30};
   MAC_CHECK(copy_to_device(const_cast<int32_t*>(p.page_table), bad.data(), 4));
-  MAC_CHECK(copy_to_device(const_cast<int32_t*>(p.page_table) + p.max_pages_per_row, bad.data() + 1, 4));
+  MAC_CHECK(
+      copy_to_device(const_cast<int32_t*>(p.page_table) + p.max_pages_per_row, bad.data() + 1, 4));
   len = {300 + 1, 200 + 1};
   MAC_CHECK(copy_to_device(const_cast<int32_t*>(p.kv_len), len.data(), 8));
   MAC_CHECK(hx.engine().mac_step(p, nullptr));
   int flags2 = 0;
   MAC_CHECK(hx.engine().read_error_flags(&flags2, true, nullptr));
   BOOST_TEST((flags2 & 4) == 4);
-  std::printf("[OK] refusals: unsupported D/G and max_context refused; device flags %d for kv_len 2^20, %d for bad page ids\n",
-              flags, flags2);
+  std::printf(
+      "[OK] refusals: unsupported D/G and max_context refused; device flags %d for kv_len 2^20, %d "
+      "for bad page ids\n",
+      flags, flags2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

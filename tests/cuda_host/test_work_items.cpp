@@ -66,8 +66,8 @@ BOOST_AUTO_TEST_CASE(group_ranges_follow_the_design) {
   BOOST_TEST(exact.em == 68);
   BOOST_TEST(exact.s_e == 4);
   BOOST_TEST(exact.lo == 4);  // not eligible: the band is the whole exact range
-  BOOST_TEST(wi::make_group(99, true, 50, 32, 4).lo == 50);      // earliest hit band start
-  BOOST_TEST(wi::make_group(99, true, 90, 32, 4).lo == 68);      // clamped to E(m)
+  BOOST_TEST(wi::make_group(99, true, 50, 32, 4).lo == 50);  // earliest hit band start
+  BOOST_TEST(wi::make_group(99, true, 90, 32, 4).lo == 68);  // clamped to E(m)
   BOOST_TEST(wi::make_group(99, true, INT32_MAX, 32, 4).lo == 68);
   const wi::GroupDesc young = wi::make_group(10, false, 0, 32, 4);  // E(m) = 0: no prefix, no sinks
   BOOST_TEST((young.em == 0 && young.s_e == 0 && young.end == 11));
@@ -109,13 +109,15 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
   // qualify, and fall into at most kFineMaxItems items of kFineC keys; a group just past
   // kFineMaxKeys keys does not qualify.
   for (int t = 0; t < 200; ++t) {
-    const int kv = 1300 + static_cast<int>(rng() % 130000), lo_back = 1 + static_cast<int>(rng() % 512);
+    const int kv = 1300 + static_cast<int>(rng() % 130000),
+              lo_back = 1 + static_cast<int>(rng() % 512);
     const wi::GroupDesc g = wi::make_group(kv - 1, true, kv - 256 - lo_back, 256, 4);
     BOOST_TEST_REQUIRE(wi::fine_ok(g));
     const int n = wi::group_item_count(g, fine_cut_of(256));
     BOOST_TEST_REQUIRE((n >= (g.end - g.lo) / wi::kFineC && n <= wi::kFineMaxItems));
     check_tiling(g, fine_cut_of(256));
-    BOOST_TEST_REQUIRE(!wi::fine_ok(wi::make_group(kv - 1, true, kv - wi::kFineMaxKeys + 3, 256, 4)));
+    BOOST_TEST_REQUIRE(
+        !wi::fine_ok(wi::make_group(kv - 1, true, kv - wi::kFineMaxKeys + 3, 256, 4)));
   }
   // The worst qualifying group (kFineMaxKeys keys in three ranges, each off the cells' edges)
   // still fits kFineMaxItems.
@@ -134,8 +136,8 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
   // Edges: kv_len 1, r = 0 (empty tail), sinks covering the whole prefix, ranges on cell edges.
   for (int C : {16, 256})
     for (const auto& g : {make_group(1, 0, 0, 0), make_group(1, 5, 4, 0), make_group(C, 0, 0, 0),
-                          make_group(C + 1, 1, C, 0), make_group(3 * C, C, 1, C - 1), make_group(40, 8, 100, 0),
-                          make_group(5 * C + 7, 0, 0, C + 3)})
+                          make_group(C + 1, 1, C, 0), make_group(3 * C, C, 1, C - 1),
+                          make_group(40, 8, 100, 0), make_group(5 * C + 7, 0, 0, C + 3)})
       for (const wi::Cut& cut : {cut_of(C), fine_cut_of(C)}) check_tiling(g, cut);
 }
 
@@ -143,8 +145,8 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
   for (int D : {64, 128, 256})
     for (bool eligible : {false, true})
       for (int W : {64, 1056, 4096}) {
-        for (int64_t total : {int64_t{1}, int64_t{1000}, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24,
-                              int64_t{1} << 26, int64_t{131072} * 64 * 32}) {
+        for (int64_t total : {int64_t{1}, int64_t{1000}, int64_t{1} << 18, int64_t{1} << 22,
+                              int64_t{1} << 24, int64_t{1} << 26, int64_t{131072} * 64 * 32}) {
           const int C = wi::auto_chunk(total, W, D, eligible);
           BOOST_TEST_REQUIRE((C >= wi::kChunkMin && C <= wi::kChunkMax && (C & (C - 1)) == 0));
           // The eligible rule never takes larger items than the exact one (the workspace
@@ -158,8 +160,10 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
             continue;
           }
           // Otherwise the largest size that still leaves chunk_rounds(C) items per warp.
-          if (C > wi::kChunkMin) BOOST_TEST(total >= int64_t{wi::chunk_rounds(C, D, eligible)} * W * C);
-          if (C < wi::kChunkMax) BOOST_TEST(total < int64_t{wi::chunk_rounds(2 * C, D, eligible)} * W * 2 * C);
+          if (C > wi::kChunkMin)
+            BOOST_TEST(total >= int64_t{wi::chunk_rounds(C, D, eligible)} * W * C);
+          if (C < wi::kChunkMax)
+            BOOST_TEST(total < int64_t{wi::chunk_rounds(2 * C, D, eligible)} * W * 2 * C);
         }
       }
   // The shapes (D = 128, 1056 warps; docs/bench/tuning_h200.md §18). Full attention
@@ -178,14 +182,16 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
   BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 32768, 1056, 128, false) == 256);
   BOOST_TEST(wi::auto_chunk(int64_t{1} * 8 * 130048, 1056, 128, false) == 1024);
   BOOST_TEST(wi::auto_chunk(int64_t{1} * 4 * 130048, 1056, 128, false) == 512);
-  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 32768, 1056, 128, false) == 512);  // one round would need 2048
+  BOOST_TEST(wi::auto_chunk(int64_t{16} * 4 * 32768, 1056, 128, false) ==
+             512);  // one round would need 2048
   BOOST_TEST(wi::auto_chunk(int64_t{16} * 8 * 65536, 528, 256, false) == 1024);
   BOOST_TEST(wi::auto_chunk(int64_t{64} * 8 * 130048, 528, 256, false) == 2048);
   // Full and prefill steps have one cut; a MAC step two, equal unless the rules differ.
   const wi::StepCuts full = wi::step_cuts(int64_t{16} * 8 * 65536, 1056, 0, 128, false);
   BOOST_TEST((full.exact.C == 2048 && full.elig.C == 2048));
   const wi::StepCuts mac = wi::step_cuts(int64_t{16} * 8 * 65536, 1056, 0, 128, true);
-  BOOST_TEST((mac.exact.C == 2048 && mac.elig.C == 1024 && mac.of(true).C == 1024 && mac.of(false).C == 2048));
+  BOOST_TEST((mac.exact.C == 2048 && mac.elig.C == 1024 && mac.of(true).C == 1024 &&
+              mac.of(false).C == 2048));
   const wi::StepCuts fixed = wi::step_cuts(int64_t{16} * 8 * 65536, 1056, 512, 128, true);
   BOOST_TEST((fixed.exact.C == 512 && fixed.elig.C == 512));
 }
@@ -202,11 +208,11 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
     bool evict_first, discard;
   };
   const Step steps[] = {
-      {1, 8, 32768, true, false},    {1, 4, 130048, true, false},   // batch 1: both short
-      {4, 4, 32768, true, false},    {8, 4, 32768, true, false},    // ≤ 0.54 GB: discards cost
-      {16, 4, 32768, true, true},    {4, 4, 130048, true, true},    // 1 GiB, Hkv 4: the gains
-      {8, 8, 32768, true, true},     {16, 8, 32768, false, true},   // neutral, kept on
-      {64, 8, 130048, false, true},  {64, 4, 130048, false, true},  // the largest
+      {1, 8, 32768, true, false},   {1, 4, 130048, true, false},   // batch 1: both short
+      {4, 4, 32768, true, false},   {8, 4, 32768, true, false},    // ≤ 0.54 GB: discards cost
+      {16, 4, 32768, true, true},   {4, 4, 130048, true, true},    // 1 GiB, Hkv 4: the gains
+      {8, 8, 32768, true, true},    {16, 8, 32768, false, true},   // neutral, kept on
+      {64, 8, 130048, false, true}, {64, 4, 130048, false, true},  // the largest
   };
   for (const Step& st : steps) {
     const int64_t keys = int64_t{st.batch} * st.hkv * st.ctx;
@@ -226,7 +232,8 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
     BOOST_TEST(wi::kv_evict_first_step(items, C, 128, false) == st.evict_first);
   }
   // A step of 64-key items (every head hit) is never large enough to discard, at any D.
-  BOOST_TEST(!wi::parts_discard_auto(int64_t{wi::kFineMaxGroups} * wi::kFineMaxItems, wi::kFineC, 256));
+  BOOST_TEST(
+      !wi::parts_discard_auto(int64_t{wi::kFineMaxGroups} * wi::kFineMaxItems, wi::kFineC, 256));
 }
 
 namespace {
@@ -239,16 +246,18 @@ struct StepItems {
   int64_t items = 0;
   bool fine = false;
 };
-StepItems schedule_step(const std::vector<wi::GroupDesc>& groups, const std::vector<bool>& elig, int64_t keys,
-                        int W, int fixed, int D) {
+StepItems schedule_step(const std::vector<wi::GroupDesc>& groups, const std::vector<bool>& elig,
+                        int64_t keys, int W, int fixed, int D) {
   StepItems s;
   s.cuts = wi::step_cuts(keys, W, fixed, D, true);
   if (fixed == 0 && static_cast<int>(groups.size()) <= wi::kFineMaxGroups &&
-      std::all_of(groups.begin(), groups.end(), [](const wi::GroupDesc& g) { return wi::fine_ok(g); })) {
+      std::all_of(groups.begin(), groups.end(),
+                  [](const wi::GroupDesc& g) { return wi::fine_ok(g); })) {
     s.fine = s.cuts.elig.C > wi::kFineC;
     s.cuts.elig = wi::fine_cut(s.cuts.elig);
   }
-  for (size_t i = 0; i < groups.size(); ++i) s.items += wi::group_item_count(groups[i], s.cuts.of(elig[i]));
+  for (size_t i = 0; i < groups.size(); ++i)
+    s.items += wi::group_item_count(groups[i], s.cuts.of(elig[i]));
   return s;
 }
 
@@ -288,7 +297,8 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
     const int W = 32 * (1 + static_cast<int>(rng() % 40));
     const int fixed = t % 5 == 0 ? 16 << (rng() % 8) : 0;
     const int D = 64 << (t % 3);
-    const int64_t bound = wi::max_items_bound(int64_t{max_batch} * hkv * max_ctx, max_batch * hkv, W, fixed, D);
+    const int64_t bound =
+        wi::max_items_bound(int64_t{max_batch} * hkv * max_ctx, max_batch * hkv, W, fixed, D);
     const int N = 1 + static_cast<int>(rng() % max_batch);
     const int r = static_cast<int>(rng() % 300), F = static_cast<int>(rng() % 5);
     std::vector<int> lens(N);
@@ -313,12 +323,13 @@ BOOST_AUTO_TEST_CASE(workspace_bound_holds_for_any_step) {
     const StepItems s = schedule_step(groups, elig, total, W, fixed, D);
     fine_steps += s.fine;
     split_steps += s.cuts.elig.C != s.cuts.exact.C && !s.fine;
-    BOOST_TEST_REQUIRE(s.items <= bound, "engine " << max_batch << "x" << hkv << "x" << max_ctx << " W " << W
-                                                   << " D " << D << " chunks " << s.cuts.exact.C << "/"
-                                                   << s.cuts.elig.C << ": " << s.items << " items > bound "
-                                                   << bound);
+    BOOST_TEST_REQUIRE(s.items <= bound, "engine " << max_batch << "x" << hkv << "x" << max_ctx
+                                                   << " W " << W << " D " << D << " chunks "
+                                                   << s.cuts.exact.C << "/" << s.cuts.elig.C << ": "
+                                                   << s.items << " items > bound " << bound);
   }
-  BOOST_TEST_MESSAGE("all-hit steps with 64-key items: " << fine_steps << ", steps with two cuts: " << split_steps);
+  BOOST_TEST_MESSAGE("all-hit steps with 64-key items: " << fine_steps << ", steps with two cuts: "
+                                                         << split_steps);
   BOOST_TEST(fine_steps >= 40);
   BOOST_TEST(split_steps >= 5);  // the rules differ only at D = 128, for 3·W to 8·W 2048-key cells
 }

@@ -32,7 +32,8 @@ struct ScratchDir {
   /*! Names of everything in the directory (to prove no temporary file was left). */
   std::vector<std::string> listing() const {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      out.push_back(e.path().filename().string());
     return out;
   }
 };
@@ -64,7 +65,8 @@ void expect_input_error(F&& f, const std::vector<std::string>& fragments) {
     const std::string what = e.what();
     BOOST_TEST_MESSAGE("InputError: " << what);
     for (const auto& frag : fragments)
-      BOOST_TEST(what.find(frag) != std::string::npos, "message '" << what << "' lacks '" << frag << "'");
+      BOOST_TEST(what.find(frag) != std::string::npos,
+                 "message '" << what << "' lacks '" << frag << "'");
     return;
   }
   BOOST_ERROR("expected InputError containing '" << (fragments.empty() ? "" : fragments[0]) << "'");

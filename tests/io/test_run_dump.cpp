@@ -129,10 +129,14 @@ BOOST_AUTO_TEST_CASE(datasets_and_dtypes_follow_design) {
     size_t size;
     int rank;
   };
-  const Want want[] = {{"position", H5T_INTEGER, 8, 1},  {"hit", H5T_INTEGER, 1, 2},
-                       {"match_pos", H5T_INTEGER, 8, 2}, {"d2", H5T_FLOAT, 8, 2},
-                       {"out", H5T_FLOAT, 8, 3},         {"lse", H5T_FLOAT, 8, 2},
-                       {"exact_out", H5T_FLOAT, 8, 3},   {"exact_lse", H5T_FLOAT, 8, 2},
+  const Want want[] = {{"position", H5T_INTEGER, 8, 1},
+                       {"hit", H5T_INTEGER, 1, 2},
+                       {"match_pos", H5T_INTEGER, 8, 2},
+                       {"d2", H5T_FLOAT, 8, 2},
+                       {"out", H5T_FLOAT, 8, 3},
+                       {"lse", H5T_FLOAT, 8, 2},
+                       {"exact_out", H5T_FLOAT, 8, 3},
+                       {"exact_lse", H5T_FLOAT, 8, 2},
                        {"kv_tokens_read", H5T_INTEGER, 8, 2}};
   for (const Want& w : want) {
     hid_t ds = H5Dopen2(f, w.name, H5P_DEFAULT);
@@ -160,7 +164,8 @@ BOOST_AUTO_TEST_CASE(writer_rejects_inconsistent_arrays_and_writes_nothing) {
   a = sample_dump();
   a.out.push_back(0);
   expect_input_error([&] { write_run_dump(dir.path("r.h5"), a); }, {"out"});
-  expect_input_error([&] { write_run_dump(dir.path("x/r.h5"), sample_dump()); }, {"directory", "does not exist"});
+  expect_input_error([&] { write_run_dump(dir.path("x/r.h5"), sample_dump()); },
+                     {"directory", "does not exist"});
   BOOST_TEST(dir.listing().empty());
 }
 

@@ -25,7 +25,8 @@ namespace {
 bool same_trace(const Trace& a, const Trace& b) {
   if (a.layers.size() != b.layers.size() || a.meta.source != b.meta.source) return false;
   for (size_t l = 0; l < a.layers.size(); ++l)
-    if (!same_bits(a.layers[l].q_pre, b.layers[l].q_pre) || !same_bits(a.layers[l].q_post, b.layers[l].q_post) ||
+    if (!same_bits(a.layers[l].q_pre, b.layers[l].q_pre) ||
+        !same_bits(a.layers[l].q_post, b.layers[l].q_post) ||
         !same_bits(a.layers[l].k, b.layers[l].k) || !same_bits(a.layers[l].v, b.layers[l].v))
       return false;
   return true;
@@ -48,7 +49,8 @@ SynthParams golden_params() {
 BOOST_AUTO_TEST_SUITE(synthetic)
 
 BOOST_AUTO_TEST_CASE(deterministic_in_seed_and_different_across_seeds) {
-  const Trace a = mac::test::small_trace(11), b = mac::test::small_trace(11), c = mac::test::small_trace(12);
+  const Trace a = mac::test::small_trace(11), b = mac::test::small_trace(11),
+              c = mac::test::small_trace(12);
   BOOST_TEST(same_trace(a, b));
   BOOST_TEST(!same_bits(a.layers[0].q_pre, c.layers[0].q_pre));
   BOOST_TEST(!same_bits(a.layers[0].k, c.layers[0].k));
@@ -101,7 +103,8 @@ BOOST_AUTO_TEST_CASE(q_post_is_bf16_of_rope_of_q_pre) {
         apply_rope(L.q_pre_at(pos, h), r.data(), 128, pos, p.rope_theta, style);
         for (int64_t i = 0; i < 128; ++i) bad += round_bf16(r[i]) != L.q_post_at(pos, h)[i];
       }
-    BOOST_TEST(bad == 0u, to_string(style) << ": " << bad << " q_post values differ from bf16(RoPE(q_pre))");
+    BOOST_TEST(bad == 0u, to_string(style)
+                              << ": " << bad << " q_post values differ from bf16(RoPE(q_pre))");
   }
 }
 
@@ -133,9 +136,10 @@ BOOST_AUTO_TEST_CASE(golden_file_matches_fresh_generation) {
   BOOST_TEST(golden.meta.softmax_scale == fresh.meta.softmax_scale);
   BOOST_TEST(golden.meta.num_layers == 2);
   BOOST_TEST(golden.layers[0].tokens == 384);
-  BOOST_TEST(same_trace(golden, fresh),
-             "the generator no longer reproduces data/golden/synth_small.h5: if the model changed on "
-             "purpose, regenerate it with the command in data/README.md and say so in the commit");
+  BOOST_TEST(
+      same_trace(golden, fresh),
+      "the generator no longer reproduces data/golden/synth_small.h5: if the model changed on "
+      "purpose, regenerate it with the command in data/README.md and say so in the commit");
 }
 
 BOOST_AUTO_TEST_CASE(hit_rate_spans_low_to_high_and_is_monotone_in_tau) {
@@ -179,7 +183,8 @@ BOOST_AUTO_TEST_CASE(hit_rate_spans_low_to_high_and_is_monotone_in_tau) {
     table += buf;
   }
   BOOST_TEST_MESSAGE("synthetic hit rate (seed " << p.seed << "):" << table);
-  for (size_t i = 1; i < rate.size(); ++i) BOOST_TEST(rate[i] <= rate[i - 1], "not monotone at tau " << taus[i]);
+  for (size_t i = 1; i < rate.size(); ++i)
+    BOOST_TEST(rate[i] <= rate[i - 1], "not monotone at tau " << taus[i]);
   BOOST_TEST(rate[1] >= 0.9);   // τ = 0: nearly every step hits
   BOOST_TEST(rate[8] <= 0.05);  // τ = 0.9: almost none
   BOOST_TEST(rate[4] >= 0.2);   // the default τ = 0.45 sits in the interesting middle
@@ -197,7 +202,8 @@ BOOST_AUTO_TEST_CASE(attention_is_peaked_not_uniform) {
       std::vector<double> lg(static_cast<size_t>(m + 1));
       for (int64_t c = 0; c <= m; ++c) {
         double d = 0;
-        for (int64_t i = 0; i < L.head_dim; ++i) d += double(L.q_post_at(m, h)[i]) * L.k_at(c, h / L.group_size())[i];
+        for (int64_t i = 0; i < L.head_dim; ++i)
+          d += double(L.q_post_at(m, h)[i]) * L.k_at(c, h / L.group_size())[i];
         lg[c] = s * d;
       }
       const double mx = *std::max_element(lg.begin(), lg.end());
@@ -207,7 +213,8 @@ BOOST_AUTO_TEST_CASE(attention_is_peaked_not_uniform) {
       uniform += 1.0 / (m + 1);
       ++n;
     }
-  BOOST_TEST_MESSAGE("mean largest attention weight " << mean_max / n << " vs uniform " << uniform / n);
+  BOOST_TEST_MESSAGE("mean largest attention weight " << mean_max / n << " vs uniform "
+                                                      << uniform / n);
   BOOST_TEST(mean_max > 10 * uniform);
 }
 

@@ -92,7 +92,8 @@ void reshape_dataset(const std::string& path, const char* dataset, std::vector<h
   for (auto d : dims) n *= d;
   std::vector<float> zeros(n, 0.0f);
   hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-  hid_t ds = H5Dcreate2(f.id, dataset, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t ds =
+      H5Dcreate2(f.id, dataset, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   BOOST_REQUIRE(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data()) >= 0);
   H5Dclose(ds);
   H5Sclose(space);
@@ -217,7 +218,8 @@ BOOST_AUTO_TEST_CASE(shape_mismatch_vs_root_attributes) {
   // Root says 1 KV head, the file holds 2: k is [T, 2, D] where [T, 1, D] is required.
   const std::string p = valid_file(dir);
   set_int_attr(p, "num_kv_heads", 1);
-  expect_input_error([&] { read_trace(p); }, {"trace.h5", "/layers/0/k", "[40, 2, 64]", "[40, 1, 64]"});
+  expect_input_error([&] { read_trace(p); },
+                     {"trace.h5", "/layers/0/k", "[40, 2, 64]", "[40, 1, 64]"});
   // A v whose T differs from q_pre's.
   const std::string q = valid_file(dir, "t2.h5");
   reshape_dataset(q, "/layers/1/v", {39, 2, 64});
@@ -232,17 +234,20 @@ BOOST_AUTO_TEST_CASE(nan_inf_and_non_bf16_values) {
   ScratchDir dir;
   const std::string a = valid_file(dir, "nan.h5");
   poke_float(a, "/layers/1/v", 5, std::numeric_limits<float>::quiet_NaN());
-  expect_input_error([&] { read_trace(a); }, {"nan.h5", "/layers/1/v", "flat index 5", "NaN or Inf"});
+  expect_input_error([&] { read_trace(a); },
+                     {"nan.h5", "/layers/1/v", "flat index 5", "NaN or Inf"});
   expect_input_error([&] { read_trace_layer(a, 1); }, {"/layers/1/v"});
   BOOST_CHECK_NO_THROW(read_trace_layer(a, 0));  // the damage is in layer 1 only
 
   const std::string b = valid_file(dir, "inf.h5");
   poke_float(b, "/layers/0/q_post", 100, -std::numeric_limits<float>::infinity());
-  expect_input_error([&] { read_trace(b); }, {"inf.h5", "/layers/0/q_post", "flat index 100", "NaN or Inf"});
+  expect_input_error([&] { read_trace(b); },
+                     {"inf.h5", "/layers/0/q_post", "flat index 100", "NaN or Inf"});
 
   const std::string c = valid_file(dir, "bf.h5");
   poke_float(c, "/layers/0/k", 17, 0.1f);
-  expect_input_error([&] { read_trace(c); }, {"bf.h5: /layers/0/k: value 0.1", "flat index 17", "not BF16-exact"});
+  expect_input_error([&] { read_trace(c); },
+                     {"bf.h5: /layers/0/k: value 0.1", "flat index 17", "not BF16-exact"});
   // The same damage beyond max_tokens is not read, so not reported.
   const std::string d = valid_file(dir, "late.h5");
   poke_float(d, "/layers/0/q_pre", (39 * 4 + 3) * 64 + 1, 0.1f);
@@ -275,7 +280,8 @@ BOOST_AUTO_TEST_CASE(missing_unreadable_and_non_hdf5_files) {
 BOOST_AUTO_TEST_CASE(writer_rejects_bad_directory) {
   ScratchDir dir;
   const std::string p = dir.path("no/such/dir/t.h5");
-  expect_input_error([&] { write_trace(p, small_trace()); }, {"t.h5", "directory", "does not exist"});
+  expect_input_error([&] { write_trace(p, small_trace()); },
+                     {"t.h5", "directory", "does not exist"});
   BOOST_TEST(dir.listing().empty());
 }
 
@@ -284,7 +290,8 @@ BOOST_AUTO_TEST_CASE(invalid_trace_writes_nothing) {
   const std::string p = dir.path("bad.h5");
   Trace t = small_trace();
   t.layers[1].k[17] = 0.1f;  // not BF16-exact
-  expect_input_error([&] { write_trace(p, t); }, {"bad.h5", "/layers/1/k", "flat index 17", "not BF16-exact"});
+  expect_input_error([&] { write_trace(p, t); },
+                     {"bad.h5", "/layers/1/k", "flat index 17", "not BF16-exact"});
   t = small_trace();
   t.layers[0].v[3] = std::numeric_limits<float>::quiet_NaN();
   expect_input_error([&] { write_trace(p, t); }, {"/layers/0/v", "NaN"});
@@ -304,7 +311,11 @@ BOOST_AUTO_TEST_CASE(failure_after_the_temporary_exists_removes_it) {
   const std::string p = dir.path("keep.h5");
   const Trace old = small_trace(1);
   write_trace(p, old);
-  expect_input_error([&] { write_trace(p, small_trace(2), true, {{"", "x"}}); }, {"keep.h5", "cannot create"});
+  expect_input_error(
+      [&] {
+        write_trace(p, small_trace(2), true, {{"", "x"}});
+      },
+      {"keep.h5", "cannot create"});
   BOOST_TEST(dir.listing() == std::vector<std::string>{"keep.h5"});
   check_equal(old, read_trace(p));
 }

@@ -46,8 +46,8 @@ struct LdState {
   std::vector<long double> o;
   long double lse = -std::numeric_limits<long double>::infinity();
 };
-inline LdState naive_ld(const ref::LayerData& l, int64_t hk, const float* q, double scale, int64_t a,
-                        int64_t b) {
+inline LdState naive_ld(const ref::LayerData& l, int64_t hk, const float* q, double scale,
+                        int64_t a, int64_t b) {
   const int64_t d = l.head_dim;
   LdState st;
   st.o.assign(static_cast<size_t>(d), 0.0L);
@@ -57,7 +57,8 @@ inline LdState naive_ld(const ref::LayerData& l, int64_t hk, const float* q, dou
   for (int64_t t = a; t < b; ++t) {
     long double dot = 0;
     const float* k = l.k_at(t, hk);
-    for (int64_t i = 0; i < d; ++i) dot += static_cast<long double>(q[i]) * static_cast<long double>(k[i]);
+    for (int64_t i = 0; i < d; ++i)
+      dot += static_cast<long double>(q[i]) * static_cast<long double>(k[i]);
     x[t - a] = static_cast<long double>(scale) * dot;
     mx = std::max(mx, x[t - a]);
   }

@@ -13,14 +13,15 @@ BOOST_AUTO_TEST_SUITE(oracle_attend)
 BOOST_AUTO_TEST_CASE(matches_naive_long_double) {
   const auto l = random_layer(1500, 4, 2, 64, 11);
   const double scale = 1.0 / 8.0;
-  const std::pair<int64_t, int64_t> ranges[] = {{0, 1}, {0, 1500}, {3, 1029}, {511, 513}, {700, 701}, {100, 612}};
+  const std::pair<int64_t, int64_t> ranges[] = {{0, 1},     {0, 1500},  {3, 1029},
+                                                {511, 513}, {700, 701}, {100, 612}};
   double worst = 0;
   for (auto [a, b] : ranges)
     for (int64_t h = 0; h < 4; ++h) {
       const auto s = oracle::attend(l, h / 2, l.q_post_at(b - 1, h), scale, a, b);
       const auto e = error_vs(s, naive_ld(l, h / 2, l.q_post_at(b - 1, h), scale, a, b));
-      BOOST_TEST(e.max() <= tol_tight(), "[" << a << ", " << b << ") head " << h << ": o_rel " << e.o_rel
-                                              << " lse_rel " << e.lse_rel);
+      BOOST_TEST(e.max() <= tol_tight(), "[" << a << ", " << b << ") head " << h << ": o_rel "
+                                             << e.o_rel << " lse_rel " << e.lse_rel);
       worst = std::max(worst, e.max());
     }
   BOOST_TEST_MESSAGE("compensated vs long double: worst relative error " << worst);
@@ -34,8 +35,10 @@ BOOST_AUTO_TEST_CASE(head_dims_vector_and_generic_paths) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     for (int64_t h = 0; h < 2; ++h) {
       const float* q = l.q_post_at(699, h);
-      const auto e = error_vs(oracle::attend(l, 0, q, scale, 0, 700), naive_ld(l, 0, q, scale, 0, 700));
-      BOOST_TEST(e.max() <= tol_tight(), "D " << d << " head " << h << ": o_rel " << e.o_rel << " lse_rel " << e.lse_rel);
+      const auto e =
+          error_vs(oracle::attend(l, 0, q, scale, 0, 700), naive_ld(l, 0, q, scale, 0, 700));
+      BOOST_TEST(e.max() <= tol_tight(),
+                 "D " << d << " head " << h << ": o_rel " << e.o_rel << " lse_rel " << e.lse_rel);
     }
   }
 }
@@ -63,9 +66,11 @@ BOOST_AUTO_TEST_CASE(split_ranges_merge_to_whole) {
   for (int64_t b : {1, 300, 512, 1000, 1777}) {
     const float* q = l.q_post_at(1999, 1);
     const auto whole = oracle::attend(l, 0, q, scale, 0, 2000);
-    const auto m = ref::merge(oracle::attend(l, 0, q, scale, 0, b), oracle::attend(l, 0, q, scale, b, 2000));
+    const auto m =
+        ref::merge(oracle::attend(l, 0, q, scale, 0, b), oracle::attend(l, 0, q, scale, b, 2000));
     const auto e = error_vs(m, whole);
-    BOOST_TEST(e.max() <= tol_tight(), "split at " << b << ": o_rel " << e.o_rel << " lse_rel " << e.lse_rel);
+    BOOST_TEST(e.max() <= tol_tight(),
+               "split at " << b << ": o_rel " << e.o_rel << " lse_rel " << e.lse_rel);
     worst = std::max(worst, e.max());
   }
   BOOST_TEST_MESSAGE("[a,b) ⊕ [b,c) vs [a,c): worst relative error " << worst);
@@ -79,7 +84,8 @@ BOOST_AUTO_TEST_CASE(full_attention_matches_per_head_and_naive) {
     BOOST_TEST(full.size() == 8u);
     for (int64_t h = 0; h < 8; ++h) {
       const auto e = error_vs(full[h], naive_ld(l, h / 4, l.q_post_at(m, h), scale, 0, m + 1));
-      BOOST_TEST(e.max() <= tol_tight(), "m " << m << " head " << h << ": " << e.o_rel << ", " << e.lse_rel);
+      BOOST_TEST(e.max() <= tol_tight(),
+                 "m " << m << " head " << h << ": " << e.o_rel << ", " << e.lse_rel);
       const auto one = oracle::attend(l, h / 4, l.q_post_at(m, h), scale, 0, m + 1);
       BOOST_TEST((one.o.array() == full[h].o.array()).all());  // same engine, same key order
       BOOST_TEST(one.lse == full[h].lse);
@@ -123,11 +129,13 @@ BOOST_AUTO_TEST_CASE(large_logits_stay_finite_and_accurate) {
     BOOST_TEST(s.o.allFinite());
     const auto e = error_vs(s, ref);
     // Logit errors are relative to |x| ~ 1e3, so the weights carry ~1e3·ε.
-    BOOST_TEST(e.max() <= 1e3 * tol_tight(), "head " << h << ": o_rel " << e.o_rel << " lse_rel " << e.lse_rel);
+    BOOST_TEST(e.max() <= 1e3 * tol_tight(),
+               "head " << h << ": o_rel " << e.o_rel << " lse_rel " << e.lse_rel);
     worst = std::max(worst, e.max());
     max_logit_gap = std::max(max_logit_gap, static_cast<double>(ref.lse));
   }
-  BOOST_TEST_MESSAGE("large logits (LSE up to " << max_logit_gap << "): worst relative error " << worst);
+  BOOST_TEST_MESSAGE("large logits (LSE up to " << max_logit_gap << "): worst relative error "
+                                                << worst);
 }
 
 // Logits ≈ 1e3 ± a few (keys near one direction, the query along it): many keys share
@@ -139,13 +147,14 @@ BOOST_AUTO_TEST_CASE(large_offset_logits_share_mass) {
   std::vector<float> b(64);
   for (auto& x : b) x = ref::round_bf16(static_cast<float>(11.2 * n01(rng)));
   for (int64_t t = 0; t < 1100; ++t)
-    for (int64_t i = 0; i < 64; ++i) l.k[t * 64 + i] = ref::round_bf16(static_cast<float>(b[i] + 0.2 * n01(rng)));
+    for (int64_t i = 0; i < 64; ++i)
+      l.k[t * 64 + i] = ref::round_bf16(static_cast<float>(b[i] + 0.2 * n01(rng)));
   const double scale = 0.125;
   const auto ref = naive_ld(l, 0, b.data(), scale, 0, 1100);
   const auto s = oracle::attend(l, 0, b.data(), scale, 0, 1100);
   const auto e = error_vs(s, ref);
-  BOOST_TEST_MESSAGE("logits ~1e3 sharing mass: LSE " << static_cast<double>(ref.lse) << ", o_rel " << e.o_rel
-                                                      << ", lse_rel " << e.lse_rel);
+  BOOST_TEST_MESSAGE("logits ~1e3 sharing mass: LSE " << static_cast<double>(ref.lse) << ", o_rel "
+                                                      << e.o_rel << ", lse_rel " << e.lse_rel);
   BOOST_TEST(ref.lse > 900.0L);
   // An FP64 logit near 1e3 is known to ~1e3·ε absolute, which the weights inherit.
   BOOST_TEST(e.o_rel <= 1e3 * tol_tight());

@@ -18,8 +18,12 @@ MacParams small_params(int64_t ring, int64_t tail, int64_t sinks) {
   return p;
 }
 
-std::vector<Decision> all_miss(int64_t hq, bool ready = true) { return std::vector<Decision>(hq, Decision{false, -1, ready}); }
-std::vector<Decision> all_hit(int64_t hq, int64_t p) { return std::vector<Decision>(hq, Decision{true, p, true}); }
+std::vector<Decision> all_miss(int64_t hq, bool ready = true) {
+  return std::vector<Decision>(hq, Decision{false, -1, ready});
+}
+std::vector<Decision> all_hit(int64_t hq, int64_t p) {
+  return std::vector<Decision>(hq, Decision{true, p, true});
+}
 
 // Copies q_post(src, h) over q_post(dst, h): the queries are identical at both positions.
 void copy_query(ref::LayerData& l, int64_t dst, int64_t src, int64_t h) {
@@ -34,8 +38,10 @@ double check_equals_full(const StepResult& r, const ref::LayerData& l, double sc
   for (int64_t h : heads) {
     const auto e = error_vs(r.heads[h].out, full[h]);
     const auto ex = error_vs(r.heads[h].exact, full[h]);
-    BOOST_TEST(e.max() <= tol, "m " << r.position << " head " << h << ": out o_rel " << e.o_rel << " lse_rel " << e.lse_rel);
-    BOOST_TEST(ex.max() <= tol, "m " << r.position << " head " << h << ": exact o_rel " << ex.o_rel);
+    BOOST_TEST(e.max() <= tol, "m " << r.position << " head " << h << ": out o_rel " << e.o_rel
+                                    << " lse_rel " << e.lse_rel);
+    BOOST_TEST(ex.max() <= tol,
+               "m " << r.position << " head " << h << ": exact o_rel " << ex.o_rel);
     worst = std::max(worst, std::max(e.max(), ex.max()));
   }
   return worst;
@@ -133,7 +139,8 @@ BOOST_AUTO_TEST_CASE(chained_hits_with_identical_queries_equal_full_attention) {
   BOOST_TEST(e3.o_rel > 1e-6, "head 3 reused a different query's prefix yet o_rel = " << e3.o_rel);
   // The second step really reused the first step's entry.
   const auto entry_1000 = r1.heads[3].entry;
-  const auto band = oracle::attend(l, 1, l.q_post_at(1010, 3), 0.125, prefix_end(1000, 16), prefix_end(1010, 16));
+  const auto band =
+      oracle::attend(l, 1, l.q_post_at(1010, 3), 0.125, prefix_end(1000, 16), prefix_end(1010, 16));
   const auto want = ref::merge(entry_1000, band);
   BOOST_TEST(error_vs(r2.heads[3].entry, want).max() <= tol_tight());
 }
@@ -195,8 +202,10 @@ BOOST_AUTO_TEST_CASE(invalid_decisions_throw_naming_head_and_position) {
   };
   {
     MacOracle orc(l, 0.125, prm, 1000);
-    check_throws_naming([&] { orc.step(1000, hit_on_head2(1000)); }, "head 2 at position 1000");  // p = m
-    check_throws_naming([&] { orc.step(1000, hit_on_head2(935)); }, "outside the candidates");    // p < m − M
+    check_throws_naming([&] { orc.step(1000, hit_on_head2(1000)); },
+                        "head 2 at position 1000");  // p = m
+    check_throws_naming([&] { orc.step(1000, hit_on_head2(935)); },
+                        "outside the candidates");  // p < m − M
     check_throws_naming([&] { orc.step(1000, hit_on_head2(-1)); }, "head 2");
     check_throws_naming([&] { orc.step(1000, hit_on_head2(990, false)); }, "not ready");
     check_throws_naming([&] { orc.step(1000, all_miss(3)); }, "3 decisions");

@@ -53,8 +53,9 @@ BOOST_AUTO_TEST_CASE(canonical_d2_is_bit_identical_to_warp_transcription) {
       const float c = mac::ref::canonical_d2(a.data(), b.data(), d);
       BOOST_TEST_REQUIRE(bits(c) == bits(warp_style_d2(a.data(), b.data(), d)));
       float seq = 0.0f;  // a different order, to show the test can tell orders apart
-      for (int i = 0; i < d; ++i) seq += (a[static_cast<size_t>(i)] - b[static_cast<size_t>(i)]) *
-                                         (a[static_cast<size_t>(i)] - b[static_cast<size_t>(i)]);
+      for (int i = 0; i < d; ++i)
+        seq += (a[static_cast<size_t>(i)] - b[static_cast<size_t>(i)]) *
+               (a[static_cast<size_t>(i)] - b[static_cast<size_t>(i)]);
       differs_from_sequential += bits(seq) != bits(c);
       // FP64 distance within FP32 rounding of the canonical one.
       const double e = mac::ref::d2_fp64(a.data(), b.data(), d);

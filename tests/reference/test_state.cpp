@@ -19,7 +19,9 @@ AttnState<T> random_state(std::mt19937_64& rng, int d, T lse) {
   return s;
 }
 template <typename T>
-T rel_l2(const mac::ref::Vec<T>& a, const mac::ref::Vec<T>& b) { return (a - b).norm() / b.norm(); }
+T rel_l2(const mac::ref::Vec<T>& a, const mac::ref::Vec<T>& b) {
+  return (a - b).norm() / b.norm();
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(state_algebra)
@@ -32,7 +34,8 @@ BOOST_AUTO_TEST_CASE(merge_is_commutative_and_associative) {
   BOOST_TEST(ab.lse == ba.lse);
   BOOST_TEST(rel_l2(ab.o, ba.o) < 4 * std::numeric_limits<double>::epsilon());
   const auto l = merge(merge(a, b), c), r = merge(a, merge(b, c));
-  BOOST_TEST(std::abs(l.lse - r.lse) < 8 * std::numeric_limits<double>::epsilon() * std::abs(l.lse));
+  BOOST_TEST(std::abs(l.lse - r.lse) <
+             8 * std::numeric_limits<double>::epsilon() * std::abs(l.lse));
   BOOST_TEST(rel_l2(l.o, r.o) < 16 * std::numeric_limits<double>::epsilon());
 }
 

@@ -21,8 +21,8 @@ double rel_l2(const mac::ref::Vec<double>& a, const mac::ref::Vec<double>& b) {
 }
 
 AttnState<double> full(const LayerData& l, int64_t h, int64_t m) {
-  return mac::ref::attend<double>(l, h / l.group_size(), l.q_post_at(m, h), mac::test::default_scale(l.head_dim),
-                                  0, m + 1);
+  return mac::ref::attend<double>(l, h / l.group_size(), l.q_post_at(m, h),
+                                  mac::test::default_scale(l.head_dim), 0, m + 1);
 }
 
 MacParams small_params(int64_t ring, int64_t tail, int64_t sinks = 0, double tau = 0.45) {
@@ -74,8 +74,8 @@ BOOST_AUTO_TEST_CASE(hit_with_identical_query_equals_full_attention) {
     // identical post-RoPE query too (RoPE differs by position; override q_post directly)
     std::copy(l.q_post_at(p, h), l.q_post_at(p, h) + 64, l.q_post.begin() + (m * 2 + h) * 64);
   }
-  DecodeStepper<double> st(l, mac::test::default_scale(64), small_params(32, 8), mac::Variant::kSplit,
-                           mac::StateStorage::kFull);
+  DecodeStepper<double> st(l, mac::test::default_scale(64), small_params(32, 8),
+                           mac::Variant::kSplit, mac::StateStorage::kFull);
   st.prefill(m);
   const auto r = st.step(m);
   for (int64_t h = 0; h < 2; ++h) {
@@ -122,8 +122,10 @@ BOOST_AUTO_TEST_CASE(split_and_downdate_agree_in_fp64) {
 
 BOOST_AUTO_TEST_CASE(prefill_direct_and_downdate_agree) {
   auto l = mac::test::random_layer(120, 2, 1, 64, 34);
-  DecodeStepper<double> a(l, 0.125, small_params(64, 16, 8), mac::Variant::kSplit, mac::StateStorage::kFull);
-  DecodeStepper<double> b(l, 0.125, small_params(64, 16, 8), mac::Variant::kSplit, mac::StateStorage::kFull);
+  DecodeStepper<double> a(l, 0.125, small_params(64, 16, 8), mac::Variant::kSplit,
+                          mac::StateStorage::kFull);
+  DecodeStepper<double> b(l, 0.125, small_params(64, 16, 8), mac::Variant::kSplit,
+                          mac::StateStorage::kFull);
   a.prefill(120, mac::PrefillMode::kDirect);
   b.prefill(120, mac::PrefillMode::kDowndate);
   for (int64_t p = 56; p < 120; ++p) {
@@ -142,7 +144,8 @@ BOOST_AUTO_TEST_CASE(ring_wraparound_and_read_before_write) {
   plant_repeat(l, 40, 32, 0);
   // At m = 50 plant a repeat of position 41 = m − M − 1: no longer a candidate.
   plant_repeat(l, 50, 41, 0);
-  DecodeStepper<double> st(l, 0.125, small_params(M, 4), mac::Variant::kSplit, mac::StateStorage::kFull);
+  DecodeStepper<double> st(l, 0.125, small_params(M, 4), mac::Variant::kSplit,
+                           mac::StateStorage::kFull);
   st.prefill(20);
   for (int64_t m = 20; m < 60; ++m) {
     const auto r = st.step(m);
@@ -163,7 +166,8 @@ BOOST_AUTO_TEST_CASE(ties_go_to_the_older_position) {
   auto l = mac::test::random_layer(100, 1, 1, 64, 36);
   plant_repeat(l, 70, 60, 0);
   plant_repeat(l, 80, 60, 0);  // 60 and 70 both at distance 0 from 80
-  DecodeStepper<double> st(l, 0.125, small_params(64, 4), mac::Variant::kSplit, mac::StateStorage::kFull);
+  DecodeStepper<double> st(l, 0.125, small_params(64, 4), mac::Variant::kSplit,
+                           mac::StateStorage::kFull);
   st.prefill(80);
   const auto r = st.step(80);
   BOOST_TEST(r.heads[0].hit);
@@ -176,11 +180,13 @@ BOOST_AUTO_TEST_CASE(distance_equal_to_threshold_is_a_miss) {
   for (int ones : {32, 31}) {
     auto l = mac::test::random_layer(100, 1, 1, 64, 37);
     std::vector<float> q(l.q_pre_at(60, 0), l.q_pre_at(60, 0) + 64);
-    for (int i = 0; i < 64; ++i) q[static_cast<size_t>(i)] = static_cast<float>(std::floor(q[static_cast<size_t>(i)]));
+    for (int i = 0; i < 64; ++i)
+      q[static_cast<size_t>(i)] = static_cast<float>(std::floor(q[static_cast<size_t>(i)]));
     mac::test::set_q_pre(l, 60, 0, q.data());
     for (int i = 0; i < ones; ++i) q[static_cast<size_t>(i)] += 1.0f;
     mac::test::set_q_pre(l, 90, 0, q.data());
-    DecodeStepper<double> st(l, 0.125, small_params(64, 4, 0, 0.5), mac::Variant::kSplit, mac::StateStorage::kFull);
+    DecodeStepper<double> st(l, 0.125, small_params(64, 4, 0, 0.5), mac::Variant::kSplit,
+                             mac::StateStorage::kFull);
     st.prefill(90);
     const auto r = st.step(90);
     BOOST_TEST(r.heads[0].match.best_pos == 60);
@@ -198,7 +204,8 @@ BOOST_AUTO_TEST_CASE(front_sink_demotion_without_second_best) {
   std::vector<float> q(l.q_pre_at(70, 0), l.q_pre_at(70, 0) + 64);
   q[0] += 2.0f;  // a valid entry (p = 120) at distance 4: below thr, but not the nearest
   mac::test::set_q_pre(l, 120, 0, q.data());
-  DecodeStepper<double> st(l, 0.125, small_params(128, 16, 64), mac::Variant::kSplit, mac::StateStorage::kFull);
+  DecodeStepper<double> st(l, 0.125, small_params(128, 16, 64), mac::Variant::kSplit,
+                           mac::StateStorage::kFull);
   st.prefill(150);
   const auto r = st.step(150);
   BOOST_TEST(r.heads[0].match.best_pos == 70);
@@ -210,7 +217,8 @@ BOOST_AUTO_TEST_CASE(front_sink_demotion_without_second_best) {
 BOOST_AUTO_TEST_CASE(front_sinks_on_a_valid_hit) {
   auto l = mac::test::random_layer(300, 2, 1, 64, 39);
   for (int64_t h = 0; h < 2; ++h) plant_repeat(l, 250, 200, h);
-  DecodeStepper<double> st(l, 0.125, small_params(128, 16, 32), mac::Variant::kSplit, mac::StateStorage::kFull);
+  DecodeStepper<double> st(l, 0.125, small_params(128, 16, 32), mac::Variant::kSplit,
+                           mac::StateStorage::kFull);
   st.prefill(250);
   const auto r = st.step(250);
   for (const auto& hs : r.heads) {
@@ -224,7 +232,8 @@ BOOST_AUTO_TEST_CASE(front_sinks_on_a_valid_hit) {
 
 BOOST_AUTO_TEST_CASE(prefix_end_zero_writes_an_empty_entry) {
   auto l = mac::test::random_layer(40, 1, 1, 64, 40);
-  DecodeStepper<double> st(l, 0.125, small_params(16, 32), mac::Variant::kSplit, mac::StateStorage::kProduction);
+  DecodeStepper<double> st(l, 0.125, small_params(16, 32), mac::Variant::kSplit,
+                           mac::StateStorage::kProduction);
   st.prefill(10);
   for (int64_t m = 10; m < 31; ++m) {  // E(m) = max(0, m − 31) = 0
     const auto r = st.step(m);
@@ -240,7 +249,8 @@ BOOST_AUTO_TEST_CASE(prefix_end_zero_writes_an_empty_entry) {
 BOOST_AUTO_TEST_CASE(not_ready_request_writes_nothing) {
   auto l = mac::test::random_layer(100, 2, 1, 64, 41);
   for (int64_t h = 0; h < 2; ++h) plant_repeat(l, 90, 80, h);
-  DecodeStepper<double> st(l, 0.125, small_params(32, 4), mac::Variant::kSplit, mac::StateStorage::kFull);
+  DecodeStepper<double> st(l, 0.125, small_params(32, 4), mac::Variant::kSplit,
+                           mac::StateStorage::kFull);
   st.prefill(90);
   const auto before = st.ring().slot(0, 90);  // slot 90 mod 32 holds 58
   const auto r = st.step(90, /*ready=*/false);
@@ -283,7 +293,8 @@ BOOST_AUTO_TEST_CASE(two_step_chain_reuses_the_entry_just_written) {
     q[3] += 0.25f;
     mac::test::set_q_pre(l, 151, h, q.data());
   }
-  DecodeStepper<float> st(l, 0.125, small_params(64, 8), mac::Variant::kSplit, mac::StateStorage::kProduction);
+  DecodeStepper<float> st(l, 0.125, small_params(64, 8), mac::Variant::kSplit,
+                          mac::StateStorage::kProduction);
   st.prefill(150);
   const auto r1 = st.step(150);
   const auto written = *st.ring().find(0, 150);
@@ -305,8 +316,8 @@ BOOST_AUTO_TEST_CASE(two_step_chain_reuses_the_entry_just_written) {
 
 BOOST_AUTO_TEST_CASE(gqa_heads_read_their_kv_head) {
   auto l = mac::test::random_layer(120, 6, 2, 128, 44);  // G = 3
-  DecodeStepper<double> st(l, mac::test::default_scale(128), small_params(32, 8), mac::Variant::kSplit,
-                           mac::StateStorage::kFull);
+  DecodeStepper<double> st(l, mac::test::default_scale(128), small_params(32, 8),
+                           mac::Variant::kSplit, mac::StateStorage::kFull);
   st.prefill(100);
   const auto r = st.step(100);
   for (int64_t h = 0; h < 6; ++h) {
@@ -319,10 +330,10 @@ BOOST_AUTO_TEST_CASE(fp32_reference_close_to_fp64) {
   auto l = mac::test::random_layer(600, 2, 1, 128, 45);
   for (int64_t m = 300; m < 600; ++m)
     for (int64_t h = 0; h < 2; ++h) plant_repeat(l, m, m - 1 - (m % 7), h);
-  DecodeStepper<float> a(l, mac::test::default_scale(128), small_params(64, 32), mac::Variant::kSplit,
-                         mac::StateStorage::kFull);
-  DecodeStepper<double> b(l, mac::test::default_scale(128), small_params(64, 32), mac::Variant::kSplit,
-                          mac::StateStorage::kFull);
+  DecodeStepper<float> a(l, mac::test::default_scale(128), small_params(64, 32),
+                         mac::Variant::kSplit, mac::StateStorage::kFull);
+  DecodeStepper<double> b(l, mac::test::default_scale(128), small_params(64, 32),
+                          mac::Variant::kSplit, mac::StateStorage::kFull);
   a.prefill(300);
   b.prefill(300);
   double worst = 0;
@@ -370,8 +381,9 @@ BOOST_AUTO_TEST_CASE(bad_parameters_are_named) {
 
 BOOST_AUTO_TEST_CASE(bad_shapes_and_values_are_named) {
   auto l = mac::test::random_layer(20, 2, 1, 64, 47);
-  BOOST_CHECK_THROW(DecodeStepper<double>(l, std::numeric_limits<double>::infinity(), small_params(8, 4)),
-                    mac::InputError);
+  BOOST_CHECK_THROW(
+      DecodeStepper<double>(l, std::numeric_limits<double>::infinity(), small_params(8, 4)),
+      mac::InputError);
   auto odd = l;
   odd.head_dim = 96;
   BOOST_CHECK_THROW(DecodeStepper<double>(odd, 0.125, small_params(8, 4)), mac::InputError);
@@ -411,8 +423,10 @@ BOOST_AUTO_TEST_CASE(context_beyond_the_layer_is_refused) {
   BOOST_CHECK_THROW(st.prefill(5), mac::InputError);
   DecodeStepper<double> st2(l, 0.125, small_params(8, 4));
   BOOST_CHECK_THROW(st2.prefill(21), mac::InputError);
-  BOOST_CHECK_THROW(mac::ref::attend<double>(l, 0, l.q_post_at(0, 0), 0.125, 5, 25), mac::InputError);
-  BOOST_CHECK_THROW(mac::ref::attend<double>(l, 1, l.q_post_at(0, 0), 0.125, 0, 5), mac::InputError);
+  BOOST_CHECK_THROW(mac::ref::attend<double>(l, 0, l.q_post_at(0, 0), 0.125, 5, 25),
+                    mac::InputError);
+  BOOST_CHECK_THROW(mac::ref::attend<double>(l, 1, l.q_post_at(0, 0), 0.125, 0, 5),
+                    mac::InputError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -28,7 +28,8 @@ struct ScratchDir {
   fs::path dir;
   ScratchDir() {
     static int counter = 0;
-    dir = fs::temp_directory_path() / ("mac_test_study_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    dir = fs::temp_directory_path() /
+          ("mac_test_study_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
@@ -77,7 +78,8 @@ BOOST_AUTO_TEST_CASE(tracker_segments_partition_the_prefix) {
   for (int64_t p = 2; p < 6; ++p) c.prefill(p);
   BOOST_TEST(c.entry(1) == nullptr);
   BOOST_TEST(c.entry(5)->depth == 0);
-  // hits on 5, 6, then a miss, then a hit on 8 (the miss), then a hit at lag M = 4 (9 → slot of 9 - 4... )
+  // hits on 5, 6, then a miss, then a hit on 8 (the miss), then a hit at lag M = 4 (9 → slot of 9
+  // - 4... )
   BOOST_TEST(c.step(6, 5).depth == 1);
   BOOST_TEST(c.step(7, 6).depth == 2);
   BOOST_TEST(c.step(8, -1).depth == 0);
@@ -108,7 +110,8 @@ BOOST_AUTO_TEST_CASE(walking_queries_build_one_long_chain) {
   const auto l = walking_layer(T, 11);
   const auto spec = spec_for(l, P, S, MacParams{0.45, 8, 4, 0, 0});
   const auto exact = ExactCache::compute(l, test::default_scale(64), P, S, false, "t");
-  const auto r = execute_run(l, test::default_scale(64), spec, exact);  // also checks tracker == stepper
+  const auto r =
+      execute_run(l, test::default_scale(64), spec, exact);  // also checks tracker == stepper
   for (int64_t i = 0; i < S; ++i) {
     BOOST_TEST(r.hit[static_cast<size_t>(i * 2)] == 1);
     BOOST_TEST(r.lag[static_cast<size_t>(i * 2)] == 1);
@@ -172,7 +175,8 @@ BOOST_AUTO_TEST_CASE(no_drift_no_bound) {
   BOOST_TEST(drift_bound(in) == 0.0);
   BOOST_TEST(paper_bound(in) == 0.0);
   in.delta_min = in.delta_max = 0.7;  // a constant drift moves only the prefix's mass
-  BOOST_TEST(drift_bound(in) == 2.0 * 5.0 * mass_shift_bound(0.3, 0.7, 0.7), boost::test_tools::tolerance(1e-14));
+  BOOST_TEST(drift_bound(in) == 2.0 * 5.0 * mass_shift_bound(0.3, 0.7, 0.7),
+             boost::test_tools::tolerance(1e-14));
   BOOST_TEST(paper_bound(in) == 0.7 * 0.7 * 2.0, boost::test_tools::tolerance(1e-14));
 }
 
@@ -223,7 +227,8 @@ BOOST_AUTO_TEST_CASE(random_hand_made_cases_never_exceed_the_bound) {
     double zf = 0, zm = 0, zr = 0;
     for (int t = 0; t < np + nr; ++t) {
       const double wf = std::exp(x[static_cast<size_t>(t)]);
-      const double wm = t < np ? std::exp(x[static_cast<size_t>(t)] - dl[static_cast<size_t>(t)]) : wf;
+      const double wm =
+          t < np ? std::exp(x[static_cast<size_t>(t)] - dl[static_cast<size_t>(t)]) : wf;
       zf += wf;
       zm += wm;
       if (t >= np) zr += wf;

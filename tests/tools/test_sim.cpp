@@ -6,6 +6,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,8 +15,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -30,7 +30,8 @@ struct Run {
 };
 
 Run run_sim(const std::string& args) {
-  const std::string log = fs::temp_directory_path() / ("mac_sim_test_" + std::to_string(::getpid()) + ".log");
+  const std::string log =
+      fs::temp_directory_path() / ("mac_sim_test_" + std::to_string(::getpid()) + ".log");
   const std::string cmd = std::string(MAC_SIM_EXE) + " --quiet " + args + " > " + log + " 2>&1";
   Run r;
   const int raw = std::system(cmd.c_str());
@@ -55,7 +56,8 @@ BOOST_AUTO_TEST_SUITE(simulator)
 
 // The golden dump was written by
 //   mac-sim --trace data/golden/synth_small.h5 --layer 0 --prefill 256 --steps 128 --gen-min 0
-//           --ring 128 --tail 32 --precision fp64 --storage full --dump data/golden/synth_small_run.h5
+//           --ring 128 --tail 32 --precision fp64 --storage full --dump
+//           data/golden/synth_small_run.h5
 // Decisions depend only on the canonical FP32 distance, so they must match bit for bit;
 // FP64 outputs may differ by the summation order of the platform's vector units, far
 // below 1e-12 relative.
@@ -77,30 +79,32 @@ BOOST_AUTO_TEST_CASE(reproduces_the_golden_run_dump) {
   BOOST_TEST_REQUIRE(golden.steps == 128);
   int64_t s = 0, hits = 0;
   double worst = 0, worst_exact = 0;
-  mac::tools::simulate_layer(layer, meta.softmax_scale, cfg, [&](const mac::tools::StepRecord& rec) {
-    BOOST_TEST_REQUIRE(rec.position == golden.position[static_cast<size_t>(s)]);
-    for (int64_t h = 0; h < golden.num_q_heads; ++h) {
-      const auto i = static_cast<size_t>(s * golden.num_q_heads + h);
-      const auto& r = rec.heads[static_cast<size_t>(h)];
-      BOOST_TEST_REQUIRE(static_cast<int>(r.hit) == static_cast<int>(golden.hit[i]));
-      BOOST_TEST_REQUIRE((r.hit ? r.match_pos : -1) == golden.match_pos[i]);
-      BOOST_TEST_REQUIRE(r.keys_read == golden.kv_tokens_read[i]);
-      BOOST_TEST_REQUIRE((r.d2 == golden.d2[i] || (std::isnan(r.d2) && std::isnan(golden.d2[i]))));
-      hits += r.hit;
-      double num = 0, den = 0, num_e = 0, den_e = 0;
-      for (int64_t d = 0; d < golden.head_dim; ++d) {
-        const size_t j = i * static_cast<size_t>(golden.head_dim) + static_cast<size_t>(d);
-        num += std::pow(r.out.o[d] - golden.out[j], 2);
-        den += std::pow(golden.out[j], 2);
-        num_e += std::pow(r.exact.o[d] - golden.exact_out[j], 2);
-        den_e += std::pow(golden.exact_out[j], 2);
-      }
-      worst = std::max(worst, std::sqrt(num / den));
-      worst_exact = std::max(worst_exact, std::sqrt(num_e / den_e));
-      BOOST_TEST(std::abs(r.out.lse - golden.lse[i]) < 1e-12);
-    }
-    ++s;
-  });
+  mac::tools::simulate_layer(
+      layer, meta.softmax_scale, cfg, [&](const mac::tools::StepRecord& rec) {
+        BOOST_TEST_REQUIRE(rec.position == golden.position[static_cast<size_t>(s)]);
+        for (int64_t h = 0; h < golden.num_q_heads; ++h) {
+          const auto i = static_cast<size_t>(s * golden.num_q_heads + h);
+          const auto& r = rec.heads[static_cast<size_t>(h)];
+          BOOST_TEST_REQUIRE(static_cast<int>(r.hit) == static_cast<int>(golden.hit[i]));
+          BOOST_TEST_REQUIRE((r.hit ? r.match_pos : -1) == golden.match_pos[i]);
+          BOOST_TEST_REQUIRE(r.keys_read == golden.kv_tokens_read[i]);
+          BOOST_TEST_REQUIRE(
+              (r.d2 == golden.d2[i] || (std::isnan(r.d2) && std::isnan(golden.d2[i]))));
+          hits += r.hit;
+          double num = 0, den = 0, num_e = 0, den_e = 0;
+          for (int64_t d = 0; d < golden.head_dim; ++d) {
+            const size_t j = i * static_cast<size_t>(golden.head_dim) + static_cast<size_t>(d);
+            num += std::pow(r.out.o[d] - golden.out[j], 2);
+            den += std::pow(golden.out[j], 2);
+            num_e += std::pow(r.exact.o[d] - golden.exact_out[j], 2);
+            den_e += std::pow(golden.exact_out[j], 2);
+          }
+          worst = std::max(worst, std::sqrt(num / den));
+          worst_exact = std::max(worst_exact, std::sqrt(num_e / den_e));
+          BOOST_TEST(std::abs(r.out.lse - golden.lse[i]) < 1e-12);
+        }
+        ++s;
+      });
   BOOST_TEST(s == 128);
   BOOST_TEST(hits > 0);
   BOOST_TEST(hits < 128 * golden.num_q_heads);
@@ -111,13 +115,16 @@ BOOST_AUTO_TEST_CASE(reproduces_the_golden_run_dump) {
 BOOST_AUTO_TEST_CASE(json_and_dump_are_written_whole) {
   const auto dir = scratch_dir();
   const auto json = (dir / "s.json").string(), dump = (dir / "r.h5").string();
-  const auto r = run_sim("--trace " + kTrace + " --layer 1 --prefill 300 --steps 20 --gen-min 0 --ring 64 --tail 16 "
-                         "--json " + json + " --dump " + dump);
+  const auto r = run_sim("--trace " + kTrace +
+                         " --layer 1 --prefill 300 --steps 20 --gen-min 0 --ring 64 --tail 16 "
+                         "--json " +
+                         json + " --dump " + dump);
   BOOST_TEST_REQUIRE(r.status == 0, r.out);
   std::ifstream f(json);
   std::stringstream ss;
   ss << f.rdbuf();
-  for (const char* key : {"\"hit_rate\"", "\"kv_read_fraction\"", "\"rel_l2_max\"", "\"tau\"", "\"layers\""})
+  for (const char* key :
+       {"\"hit_rate\"", "\"kv_read_fraction\"", "\"rel_l2_max\"", "\"tau\"", "\"layers\""})
     BOOST_TEST(ss.str().find(key) != std::string::npos, key);
   const auto d = mac::ref::read_run_dump(dump);
   BOOST_TEST(d.steps == 20);
@@ -166,11 +173,12 @@ BOOST_AUTO_TEST_CASE(bad_input_names_the_value_and_writes_nothing) {
 }
 
 BOOST_AUTO_TEST_CASE(explain_shows_every_stage_of_a_hit_and_a_miss) {
-  const auto r = run_sim("--trace " + kTrace + " --layer 0 --prefill 256 --steps 64 --gen-min 0 --ring 128 --tail 32 "
+  const auto r = run_sim("--trace " + kTrace +
+                         " --layer 0 --prefill 256 --steps 64 --gen-min 0 --ring 128 --tail 32 "
                          "--explain --explain-head 1");
   BOOST_TEST_REQUIRE(r.status == 0, r.out);
-  for (const char* stage : {"1 eligible", "2 match", "3 amend", "4 cache write", "5 complete", "HIT", "MISS",
-                            "keys read", "vs exact full attention"})
+  for (const char* stage : {"1 eligible", "2 match", "3 amend", "4 cache write", "5 complete",
+                            "HIT", "MISS", "keys read", "vs exact full attention"})
     BOOST_TEST(r.out.find(stage) != std::string::npos, stage);
 }
 

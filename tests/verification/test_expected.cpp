@@ -12,7 +12,9 @@ using namespace mac;
 using namespace mac::verify;
 
 namespace {
-double rel(const Eigen::VectorXd& a, const Eigen::VectorXd& b) { return (a - b).norm() / std::max(b.norm(), 1e-300); }
+double rel(const Eigen::VectorXd& a, const Eigen::VectorXd& b) {
+  return (a - b).norm() / std::max(b.norm(), 1e-300);
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(expected)
@@ -53,13 +55,16 @@ BOOST_AUTO_TEST_CASE(agrees_with_mac_oracle_and_reference_decisions) {
           BOOST_TEST(e.match_pos == r.heads[h].match_pos);
           BOOST_TEST(e.keys_read == o.heads[h].keys_read);
           worst = std::max(worst, rel(e.out.o, o.heads[h].out.o));
-          worst = std::max(worst, std::abs(e.out.lse - o.heads[h].out.lse) / std::max(1.0, std::abs(o.heads[h].out.lse)));
-          if (!o.heads[h].entry.is_empty()) worst = std::max(worst, rel(e.entry.o, o.heads[h].entry.o));
+          worst = std::max(worst, std::abs(e.out.lse - o.heads[h].out.lse) /
+                                      std::max(1.0, std::abs(o.heads[h].out.lse)));
+          if (!o.heads[h].entry.is_empty())
+            worst = std::max(worst, rel(e.entry.o, o.heads[h].entry.o));
           BOOST_TEST(e.entry.is_empty() == o.heads[h].entry.is_empty());
         }
       }
     }
-    BOOST_TEST_MESSAGE(fam << ": hits " << hits << ", worst relative difference to MacOracle " << worst);
+    BOOST_TEST_MESSAGE(fam << ": hits " << hits << ", worst relative difference to MacOracle "
+                           << worst);
     BOOST_TEST(worst < 1e-12);
   }
 }

@@ -18,8 +18,8 @@ namespace {
 
 struct Expectation {
   Fault fault;
-  std::vector<int> cases;      //!< matrix ids that must FAIL with this fault
-  const char* what;            //!< the kind of check that must report it
+  std::vector<int> cases;  //!< matrix ids that must FAIL with this fault
+  const char* what;        //!< the kind of check that must report it
 };
 
 // Ids chosen from the smoke subset (cheap); each list names cases whose design targets the
@@ -51,12 +51,14 @@ BOOST_AUTO_TEST_CASE(every_fault_is_caught) {
   for (const auto& e : expectations()) {
     for (int id : e.cases) {
       const auto r = run(id, e.fault);
-      BOOST_TEST_MESSAGE(to_string(e.fault) << " on case " << id << " [" << builtin_matrix()[static_cast<size_t>(id)].family
+      BOOST_TEST_MESSAGE(to_string(e.fault) << " on case " << id << " ["
+                                            << builtin_matrix()[static_cast<size_t>(id)].family
                                             << "]: " << to_string(r.status) << ": " << r.message);
-      BOOST_TEST((r.status == CaseStatus::kFail), to_string(e.fault) << " not caught by case " << id);
+      BOOST_TEST((r.status == CaseStatus::kFail), to_string(e.fault)
+                                                      << " not caught by case " << id);
       BOOST_TEST(r.message.find(e.what) != std::string::npos,
-                 to_string(e.fault) << " on case " << id << " reported '" << r.message << "', expected a '" << e.what
-                                    << "' failure");
+                 to_string(e.fault) << " on case " << id << " reported '" << r.message
+                                    << "', expected a '" << e.what << "' failure");
     }
   }
 }

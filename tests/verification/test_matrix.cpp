@@ -39,7 +39,8 @@ BOOST_AUTO_TEST_CASE(coverage) {
   std::set<std::string> fam, special;
   std::set<double> hit;
   int64_t max_kv = 0;
-  bool graph_chain = false, wrap = false, not_ready = false, em0 = false, gen_min_edge = false, big_batch = false;
+  bool graph_chain = false, wrap = false, not_ready = false, em0 = false, gen_min_edge = false,
+       big_batch = false;
   for (const auto& c : builtin_matrix()) {
     D.insert(c.D);
     G.insert(c.G);
@@ -55,7 +56,8 @@ BOOST_AUTO_TEST_CASE(coverage) {
     wrap = wrap || c.steps > c.M;
     for (int i = 0; i < c.batch; ++i) not_ready = not_ready || !c.request_ready(i);
     em0 = em0 || c.ctx + c.steps - 1 <= c.r;  // E(m) = 0 on every step
-    gen_min_edge = gen_min_edge || (c.gen_min > 0 && c.prompt(0) < c.gen_min && c.prompt(0) + c.steps > c.gen_min);
+    gen_min_edge = gen_min_edge ||
+                   (c.gen_min > 0 && c.prompt(0) < c.gen_min && c.prompt(0) + c.steps > c.gen_min);
     big_batch = big_batch || c.batch >= 16;
   }
   for (int d : {64, 128, 256}) BOOST_TEST(D.count(d) == 1u);
@@ -69,7 +71,8 @@ BOOST_AUTO_TEST_CASE(coverage) {
   BOOST_TEST(max_kv <= 131072);
   BOOST_TEST(hit.count(0.0) == 1u);
   BOOST_TEST(hit.count(1.0) == 1u);
-  for (const char* s : {"tie", "thr_eq", "thr_below", "thr_above", "thr_mix", "logits", "cancel", "vscale"})
+  for (const char* s :
+       {"tie", "thr_eq", "thr_below", "thr_above", "thr_mix", "logits", "cancel", "vscale"})
     BOOST_TEST(special.count(s) == 1u, "special " << s);
   BOOST_TEST(graph_chain);
   BOOST_TEST(wrap);

@@ -18,9 +18,9 @@
 #include "mac/ref/bf16.hpp"
 #include "mac/ref/stepper.hpp"
 
+#include <omp.h>
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -73,7 +73,8 @@ Stats time_reps(int reps, F&& f, Stats* cpu = nullptr) {
 }
 
 /*! \brief K, V over all tokens; queries only at positions ≥ q_from (the rest stay 0). */
-mac::ref::LayerData make_layer(int64_t T, int64_t hq, int64_t hkv, int64_t d, int64_t q_from, uint64_t seed) {
+mac::ref::LayerData make_layer(int64_t T, int64_t hq, int64_t hkv, int64_t d, int64_t q_from,
+                               uint64_t seed) {
   mac::ref::LayerData l;
   l.resize(T, hq, hkv, d);
   std::mt19937_64 rng(seed);
@@ -97,7 +98,8 @@ double stream_read(const mac::ref::LayerData& l) {
   for (int64_t b = 0; b < n; b += 4096) {
     const int64_t e = std::min(n, b + 4096);
     // Eigen's vectorised reduction: the loop is bound by memory, not by add latency.
-    total += Eigen::Map<const Eigen::ArrayXf>(k + b, e - b).sum() + Eigen::Map<const Eigen::ArrayXf>(v + b, e - b).sum();
+    total += Eigen::Map<const Eigen::ArrayXf>(k + b, e - b).sum() +
+             Eigen::Map<const Eigen::ArrayXf>(v + b, e - b).sum();
   }
   return total;
 }
@@ -120,12 +122,19 @@ int main(int argc, char** argv) {
   app.add_option("--heads", hq, "query heads Hq")->check(CLI::PositiveNumber);
   app.add_option("--kv-heads", hkv, "KV heads Hkv")->check(CLI::PositiveNumber);
   app.add_option("--dim", d, "head dimension D (64, 128, 256)");
-  app.add_option("--context", context, "context length (keys per full attention)")->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
-  app.add_option("--reps", reps, "timed repetitions (>= 1; median, min, max)")->check(CLI::PositiveNumber);
-  app.add_option("--steps", steps, "decode steps timed per repetition for the simulator cost")->check(CLI::PositiveNumber);
-  app.add_option("--ring", ring, "ring M for the simulator part (prefill cost scales linearly in M)")->check(CLI::PositiveNumber);
-  app.add_option("--target-steps", target_steps, "steps of the extrapolated simulation")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads, "OpenMP threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--context", context, "context length (keys per full attention)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+  app.add_option("--reps", reps, "timed repetitions (>= 1; median, min, max)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "decode steps timed per repetition for the simulator cost")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ring", ring,
+                 "ring M for the simulator part (prefill cost scales linearly in M)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--target-steps", target_steps, "steps of the extrapolated simulation")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "OpenMP threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "seed of the synthetic data");
   app.add_option("--csv", csv, "also write the results as CSV to this file");
   app.add_flag("--quick", quick, "small smoke run (Hq=8, Hkv=2, context 4096, 3 reps)");
@@ -141,11 +150,13 @@ int main(int argc, char** argv) {
     const int nthreads = omp_get_max_threads();
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     const int64_t prefill = context - steps * (reps + 1);
-    mac::require(prefill >= ring, "--context ", context, " too short for ", steps * (reps + 1), " steps after a ring of ", ring);
+    mac::require(prefill >= ring, "--context ", context, " too short for ", steps * (reps + 1),
+                 " steps after a ring of ", ring);
 
-    std::printf("mac-bench-cpu: Hq=%lld Hkv=%lld D=%lld context=%lld threads=%d reps=%d seed=%llu\n",
-                static_cast<long long>(hq), static_cast<long long>(hkv), static_cast<long long>(d),
-                static_cast<long long>(context), nthreads, reps, static_cast<unsigned long long>(seed));
+    std::printf(
+        "mac-bench-cpu: Hq=%lld Hkv=%lld D=%lld context=%lld threads=%d reps=%d seed=%llu\n",
+        static_cast<long long>(hq), static_cast<long long>(hkv), static_cast<long long>(d),
+        static_cast<long long>(context), nthreads, reps, static_cast<unsigned long long>(seed));
     const auto t_gen = Clock::now();
     const auto layer = make_layer(context, hq, hkv, d, prefill - ring, seed);
     std::printf("synthetic data: %.1f s\n", seconds_since(t_gen));
@@ -156,15 +167,28 @@ int main(int argc, char** argv) {
     volatile double sink = 0;
     const Stats base = time_reps(reps, [&] { sink = sink + stream_read(layer); });
     Stats full_cpu;
-    const Stats full = time_reps(reps, [&] { sink = sink + mac::oracle::full_attention(layer, scale, context - 1)[0].lse; }, &full_cpu);
+    const Stats full = time_reps(
+        reps, [&] { sink = sink + mac::oracle::full_attention(layer, scale, context - 1)[0].lse; },
+        &full_cpu);
     const double keys_heads = static_cast<double>(hq) * context;
     rows.push_back({"stream read K+V (baseline)", base, "s"});
     rows.push_back({"oracle full attention", full, "s"});
     rows.push_back({"oracle full attention, CPU time (all threads)", full_cpu, "cpu-s"});
-    rows.push_back({"oracle keys*heads/s", {keys_heads / full.median, keys_heads / full.max, keys_heads / full.min}, "1/s"});
-    rows.push_back({"oracle keys*heads per CPU-second", {keys_heads / full_cpu.median, keys_heads / full_cpu.max, keys_heads / full_cpu.min}, "1/cpu-s"});
-    rows.push_back({"oracle K/V bandwidth", {kv_bytes / full.median / 1e9, kv_bytes / full.max / 1e9, kv_bytes / full.min / 1e9}, "GB/s"});
-    rows.push_back({"baseline bandwidth", {kv_bytes / base.median / 1e9, kv_bytes / base.max / 1e9, kv_bytes / base.min / 1e9}, "GB/s"});
+    rows.push_back({"oracle keys*heads/s",
+                    {keys_heads / full.median, keys_heads / full.max, keys_heads / full.min},
+                    "1/s"});
+    rows.push_back(
+        {"oracle keys*heads per CPU-second",
+         {keys_heads / full_cpu.median, keys_heads / full_cpu.max, keys_heads / full_cpu.min},
+         "1/cpu-s"});
+    rows.push_back(
+        {"oracle K/V bandwidth",
+         {kv_bytes / full.median / 1e9, kv_bytes / full.max / 1e9, kv_bytes / full.min / 1e9},
+         "GB/s"});
+    rows.push_back(
+        {"baseline bandwidth",
+         {kv_bytes / base.median / 1e9, kv_bytes / base.max / 1e9, kv_bytes / base.min / 1e9},
+         "GB/s"});
 
     // 2. Simulator cost per decode step.
     if (!no_sim) {
@@ -180,10 +204,16 @@ int main(int argc, char** argv) {
       mac::oracle::MacOracle orc(layer, scale, prm, prefill);
       const double oracle_prefill = seconds_since(t_sp), oracle_prefill_cpu = cpu_seconds() - c0;
       const std::string ms = "(M=" + std::to_string(ring) + ")";
-      rows.push_back({"stepper prefill " + ms, {stepper_prefill, stepper_prefill, stepper_prefill}, "s"});
-      rows.push_back({"stepper prefill " + ms + ", CPU time", {stepper_prefill_cpu, stepper_prefill_cpu, stepper_prefill_cpu}, "cpu-s"});
-      rows.push_back({"oracle prefill " + ms, {oracle_prefill, oracle_prefill, oracle_prefill}, "s"});
-      rows.push_back({"oracle prefill " + ms + ", CPU time", {oracle_prefill_cpu, oracle_prefill_cpu, oracle_prefill_cpu}, "cpu-s"});
+      rows.push_back(
+          {"stepper prefill " + ms, {stepper_prefill, stepper_prefill, stepper_prefill}, "s"});
+      rows.push_back({"stepper prefill " + ms + ", CPU time",
+                      {stepper_prefill_cpu, stepper_prefill_cpu, stepper_prefill_cpu},
+                      "cpu-s"});
+      rows.push_back(
+          {"oracle prefill " + ms, {oracle_prefill, oracle_prefill, oracle_prefill}, "s"});
+      rows.push_back({"oracle prefill " + ms + ", CPU time",
+                      {oracle_prefill_cpu, oracle_prefill_cpu, oracle_prefill_cpu},
+                      "cpu-s"});
       int64_t m = prefill;
       std::vector<double> ts, to, tsc, toc;
       int64_t hits = 0, total = 0;
@@ -222,26 +252,36 @@ int main(int argc, char** argv) {
       rows.push_back({"oracle FP64 step, CPU time", soc, "cpu-s"});
       const double per_step = ss.median + so.median;
       // Prefill cost is linear in M (M positions, each a prefix attention).
-      const double prefill_512 = (stepper_prefill + oracle_prefill) * 512.0 / static_cast<double>(ring);
+      const double prefill_512 =
+          (stepper_prefill + oracle_prefill) * 512.0 / static_cast<double>(ring);
       const double total_s = target_steps * per_step + prefill_512;
       // The same from CPU time, spread over the threads: what dedicated cores would take
       // (other load on the machine inflates wall time, not CPU time).
-      const double total_cpu = (target_steps * (ssc.median + soc.median) +
-                                (stepper_prefill_cpu + oracle_prefill_cpu) * 512.0 / static_cast<double>(ring)) /
-                               nthreads;
-      std::printf("hit rate in the timed steps: %lld / %lld (random queries: the all-miss worst case)\n",
-                  static_cast<long long>(hits), static_cast<long long>(total));
-      rows.push_back({"simulated step (stepper + oracle)", {per_step, ss.min + so.min, ss.max + so.max}, "s"});
+      const double total_cpu =
+          (target_steps * (ssc.median + soc.median) +
+           (stepper_prefill_cpu + oracle_prefill_cpu) * 512.0 / static_cast<double>(ring)) /
+          nthreads;
+      std::printf(
+          "hit rate in the timed steps: %lld / %lld (random queries: the all-miss worst case)\n",
+          static_cast<long long>(hits), static_cast<long long>(total));
+      rows.push_back(
+          {"simulated step (stepper + oracle)", {per_step, ss.min + so.min, ss.max + so.max}, "s"});
       rows.push_back({"extrapolated " + std::to_string(target_steps) + " steps + M=512 prefill",
-                      {total_s, total_s, total_s}, "s"});
-      rows.push_back({"  same from CPU time / threads (dedicated cores)", {total_cpu, total_cpu, total_cpu}, "s"});
+                      {total_s, total_s, total_s},
+                      "s"});
+      rows.push_back({"  same from CPU time / threads (dedicated cores)",
+                      {total_cpu, total_cpu, total_cpu},
+                      "s"});
     }
 
     std::printf("\n%-44s %14s %14s %14s  %s\n", "measure", "median", "min", "max", "unit");
     for (const auto& r : rows)
-      std::printf("%-44s %14.6g %14.6g %14.6g  %s\n", r.name.c_str(), r.s.median, r.s.min, r.s.max, r.unit.c_str());
-    std::printf("oracle K/V bandwidth = %.0f%% of the streaming baseline; bytes per full attention: %.3g (K+V float32)\n",
-                100.0 * base.median / full.median, kv_bytes);
+      std::printf("%-44s %14.6g %14.6g %14.6g  %s\n", r.name.c_str(), r.s.median, r.s.min, r.s.max,
+                  r.unit.c_str());
+    std::printf(
+        "oracle K/V bandwidth = %.0f%% of the streaming baseline; bytes per full attention: %.3g "
+        "(K+V float32)\n",
+        100.0 * base.median / full.median, kv_bytes);
     if (!csv.empty()) {
       const std::string tmp = csv + ".tmp";
       {
@@ -249,11 +289,13 @@ int main(int argc, char** argv) {
         mac::require(static_cast<bool>(f), "--csv: cannot write ", tmp);
         f << "measure,median,min,max,unit,heads,kv_heads,dim,context,threads\n";
         for (const auto& r : rows)
-          f << '"' << r.name << "\"," << r.s.median << ',' << r.s.min << ',' << r.s.max << ',' << r.unit << ','
-            << hq << ',' << hkv << ',' << d << ',' << context << ',' << nthreads << '\n';
+          f << '"' << r.name << "\"," << r.s.median << ',' << r.s.min << ',' << r.s.max << ','
+            << r.unit << ',' << hq << ',' << hkv << ',' << d << ',' << context << ',' << nthreads
+            << '\n';
         mac::require(static_cast<bool>(f), "--csv: write to ", tmp, " failed");
       }
-      mac::require(std::rename(tmp.c_str(), csv.c_str()) == 0, "--csv: cannot rename ", tmp, " to ", csv);
+      mac::require(std::rename(tmp.c_str(), csv.c_str()) == 0, "--csv: cannot rename ", tmp, " to ",
+                   csv);
     }
   } catch (const mac::InputError& e) {
     std::fprintf(stderr, "mac-bench-cpu: %s\n", e.what());

@@ -52,13 +52,13 @@ struct Options {
 };
 
 #if MAC_CUDA_ENABLED
-#define CU(x)                                                                                     \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "mac-bench: %s: %s\n", #x, cudaGetErrorString(e_));                  \
-      std::exit(1);                                                                               \
-    }                                                                                             \
+#define CU(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e_ = (x);                                                      \
+    if (e_ != cudaSuccess) {                                                   \
+      std::fprintf(stderr, "mac-bench: %s: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                            \
+    }                                                                          \
   } while (0)
 
 struct Timing {
@@ -111,39 +111,52 @@ int main(int argc, char** argv) {
   app.add_option("--max-lag", o.max_lag, "hit lags uniform in 1..max-lag");
   app.add_option("--reps", o.reps, "timed replays (median reported)")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up replays");
-  app.add_option("--chunk", o.chunk, "keys per work item (0: chosen per step on the device; the CSV shows the one used)");
+  app.add_option(
+      "--chunk", o.chunk,
+      "keys per work item (0: chosen per step on the device; the CSV shows the one used)");
   app.add_option("--seed", o.seed, "seed");
   app.add_option("--page-size", o.page_size, "tokens per KV page")->check(CLI::Range(1, 65536));
-  app.add_option("--layout", o.layout, "KV page layout: nhd = [pages, page_size, Hkv, D] (the API default), "
+  app.add_option("--layout", o.layout,
+                 "KV page layout: nhd = [pages, page_size, Hkv, D] (the API default), "
                  "hnd = [pages, Hkv, page_size, D] (through the stride fields)")
       ->check(CLI::IsMember({"nhd", "hnd"}));
   app.add_option("--page-alloc", o.page_alloc,
-                 "where each row's pages lie in the pool: reserved = row i owns pages [i·P, (i+1)·P) with P the "
-                 "pages of the grid's longest context; packed = each row's pages follow the previous row's, for "
+                 "where each row's pages lie in the pool: reserved = row i owns pages [i·P, "
+                 "(i+1)·P) with P the "
+                 "pages of the grid's longest context; packed = each row's pages follow the "
+                 "previous row's, for "
                  "the point's own context (the pool as dense as the baseline's K/V tensors)")
       ->check(CLI::IsMember({"reserved", "packed"}));
   app.add_option("--kv-pool", o.kv_pool,
-                 "where K and V live: separate = two allocations (StepBuffers); joint = one allocation, the V "
-                 "pool --kv-pad bytes after the K pool; interleaved = each page holds its K block then its V "
+                 "where K and V live: separate = two allocations (StepBuffers); joint = one "
+                 "allocation, the V "
+                 "pool --kv-pad bytes after the K pool; interleaved = each page holds its K block "
+                 "then its V "
                  "block (FlashInfer's [pages, 2, page_size, Hkv, D])")
       ->check(CLI::IsMember({"separate", "joint", "interleaved"}));
-  app.add_option("--kv-pad", o.kv_pad, "bytes between the K and V pools of --kv-pool joint (a multiple of 16)")
+  app.add_option("--kv-pad", o.kv_pad,
+                 "bytes between the K and V pools of --kv-pool joint (a multiple of 16)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--amend", o.amend, "amend kernel variant: default, cpasync, bulk")
       ->check(CLI::IsMember({"default", "cpasync", "bulk"}));
   app.add_option("--schedule", o.schedule,
-                 "who decides the work items: auto = the amend kernel itself where its tables fit, kernel = a "
+                 "who decides the work items: auto = the amend kernel itself where its tables fit, "
+                 "kernel = a "
                  "schedule kernel (EngineConfig::schedule)")
       ->check(CLI::IsMember({"auto", "kernel"}));
   app.add_option("--csv", o.csv, "CSV output file (default stdout)");
   app.add_option("--k3-compare", o.k3_compare, "also time K3 on a side stream vs fused");
   app.add_option("--mac", o.mac, "also time MAC steps (0: full attention only)");
-  app.add_option("--pdl", o.pdl, "launch the kernels of a step as programmatic dependents (EngineConfig::dependent_launch)");
+  app.add_option(
+      "--pdl", o.pdl,
+      "launch the kernels of a step as programmatic dependents (EngineConfig::dependent_launch)");
   app.add_option("--pdl-compare", o.pdl_compare,
-                 "also time full attention and MAC all-miss/all-hit with the other --pdl setting (rows with pdl = 0/1)");
+                 "also time full attention and MAC all-miss/all-hit with the other --pdl setting "
+                 "(rows with pdl = 0/1)");
   CLI11_PARSE(app, argc, argv);
   if (o.kv_pad % 16 != 0) {
-    std::fprintf(stderr, "mac-bench: --kv-pad = %lld must be a multiple of 16\n", static_cast<long long>(o.kv_pad));
+    std::fprintf(stderr, "mac-bench: --kv-pad = %lld must be a multiple of 16\n",
+                 static_cast<long long>(o.kv_pad));
     return 2;
   }
 
@@ -165,23 +178,29 @@ int main(int argc, char** argv) {
   }
   double read_gbps = 0;
   CHECK(measure_read_bandwidth(size_t{4} << 30, 20, &read_gbps));
-  std::fprintf(stderr, "device: %s\nstreaming read: %.1f GB/s\n", device_description().c_str(), read_gbps);
-  std::fprintf(out, "# device: %s; streaming read %.1f GB/s (4 GiB, median of 20); seed %llu; lags uniform 1..%d\n",
-               device_description().c_str(), read_gbps, static_cast<unsigned long long>(o.seed), o.max_lag);
+  std::fprintf(stderr, "device: %s\nstreaming read: %.1f GB/s\n", device_description().c_str(),
+               read_gbps);
   std::fprintf(out,
-               "kind,k3,amend,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,p90_ms,bytes,gbps,"
+               "# device: %s; streaming read %.1f GB/s (4 GiB, median of 20); seed %llu; lags "
+               "uniform 1..%d\n",
+               device_description().c_str(), read_gbps, static_cast<unsigned long long>(o.seed),
+               o.max_lag);
+  std::fprintf(out,
+               "kind,k3,amend,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,"
+               "p90_ms,bytes,gbps,"
                "pct_read_bw,speedup_vs_full,pdl,schedule\n");
 
   const int D = o.d, Hq = o.hq, M = o.ring, ps = o.page_size;
   std::string layout_name = o.page_alloc == "packed" ? o.layout + "-packed" : o.layout;
   if (ps != 16) layout_name += "-ps" + std::to_string(ps);
-  if (o.kv_pool != "separate") layout_name += "-" + o.kv_pool + (o.kv_pool == "joint" ? std::to_string(o.kv_pad) : "");
+  if (o.kv_pool != "separate")
+    layout_name += "-" + o.kv_pool + (o.kv_pool == "joint" ? std::to_string(o.kv_pad) : "");
   const int max_b = *std::max_element(o.batch.begin(), o.batch.end());
   const int max_ctx = *std::max_element(o.ctx.begin(), o.ctx.end());
   const int max_hkv = *std::max_element(o.hkv.begin(), o.hkv.end());
   const int pages_per_row = (max_ctx + ps - 1) / ps;
   const size_t kv_elems = static_cast<size_t>(max_b) * pages_per_row * ps * max_hkv * D;
-  StepBuffers sb;                    // the step's arrays, sized for the largest grid point
+  StepBuffers sb;                       // the step's arrays, sized for the largest grid point
   DeviceBuffer save_q, save_o, save_l;  // the ring slot each replay overwrites
   std::fprintf(stderr, "allocating %.1f GB of KV\n", 2.0 * kv_elems * 2 / 1e9);
   StepShape sh;  // the largest point of the grid; each point uses a prefix of every array
@@ -204,7 +223,8 @@ int main(int argc, char** argv) {
   } else {
     const size_t pad = o.kv_pool == "joint" ? static_cast<size_t>(o.kv_pad) : 0;
     CHECK(kv_one.allocate(2 * kv_elems * 2 + pad));
-    CHECK(fill_random(kv_one.data(), (2 * kv_elems * 2 + pad) / 2, DType::kBF16, o.seed + 1, 0.f, 1.f));
+    CHECK(fill_random(kv_one.data(), (2 * kv_elems * 2 + pad) / 2, DType::kBF16, o.seed + 1, 0.f,
+                      1.f));
   }
   const size_t qn = static_cast<size_t>(max_b) * Hq * D;
   CHECK(fill_random(sb.q_post.data(), qn, DType::kBF16, o.seed + 3, 0.f, 1.f));
@@ -242,7 +262,8 @@ int main(int argc, char** argv) {
             for (int j = 0; j < pages_per_row; ++j)
               pt[static_cast<size_t>(i) * pages_per_row + j] =
                   o.page_alloc == "packed" && j < need ? i * need + j : i * pages_per_row + j;
-          CHECK(copy_to_device(sb.page_table.data(), pt.data(), static_cast<size_t>(N) * pages_per_row * 4));
+          CHECK(copy_to_device(sb.page_table.data(), pt.data(),
+                               static_cast<size_t>(N) * pages_per_row * 4));
           CHECK(device_synchronize());  // legacy-stream copies, the timed stream is non-blocking
         }
         DecodeParams p = sb.params();
@@ -281,7 +302,8 @@ int main(int argc, char** argv) {
                                         : AmendVariant::kDefault;
         ec.dependent_launch = o.pdl;
         ec.schedule = o.schedule == "kernel" ? ScheduleMode::kKernel : ScheduleMode::kAuto;
-        std::unique_ptr<Engine> eng, eng_other;  // eng_other: the other --pdl setting (--pdl-compare)
+        std::unique_ptr<Engine> eng,
+            eng_other;  // eng_other: the other --pdl setting (--pdl-compare)
         CHECK(Engine::create(ec, &eng));
         if (o.pdl_compare) {
           EngineConfig eo = ec;
@@ -296,21 +318,25 @@ int main(int argc, char** argv) {
         int used_chunk = 0;  // full attention and MAC share it (it depends on kv_len only)
         CHECK(eng->last_chunk(&used_chunk, sv));
         const double full_bytes = kv_bytes_full + q_out_bytes;
-        auto row = [&](const char* kind, const char* k3, double f, long hits, const Timing& t, double bytes,
-                       const Engine* e = nullptr) {
+        auto row = [&](const char* kind, const char* k3, double f, long hits, const Timing& t,
+                       double bytes, const Engine* e = nullptr) {
           if (e == nullptr) e = eng.get();
           const double gbps = bytes / (t.median_ms * 1e-3) / 1e9;
-          std::fprintf(out, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%.2f,%d,%s\n", kind,
-                       k3, e->bulk_copies() ? "bulk" : "cpasync", layout_name.c_str(), used_chunk, Hq, hkv, D,
-                       N, ctx, f, hits, N * Hq, t.median_ms, t.p10_ms, t.p90_ms, bytes, gbps, 100.0 * gbps / read_gbps,
-                       tf.median_ms / t.median_ms, e->config().dependent_launch ? 1 : 0,
+          std::fprintf(out,
+                       "%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.2f,%ld,%d,%.5f,%.5f,%.5f,%.0f,%.1f,%.1f,%."
+                       "2f,%d,%s\n",
+                       kind, k3, e->bulk_copies() ? "bulk" : "cpasync", layout_name.c_str(),
+                       used_chunk, Hq, hkv, D, N, ctx, f, hits, N * Hq, t.median_ms, t.p10_ms,
+                       t.p90_ms, bytes, gbps, 100.0 * gbps / read_gbps, tf.median_ms / t.median_ms,
+                       e->config().dependent_launch ? 1 : 0,
                        e->self_scheduled() ? "self" : "kernel");
           std::fflush(out);
         };
         row("full", "-", 0.0, 0, tf, full_bytes);
         if (eng_other) {
           CHECK(eng_other->capture(StepKind::kFullAttention, p, sv));
-          row("full", "-", 0.0, 0, time_replays(*eng_other, s, o.warmup, o.reps, [] {}), full_bytes, eng_other.get());
+          row("full", "-", 0.0, 0, time_replays(*eng_other, s, o.warmup, o.reps, [] {}), full_bytes,
+              eng_other.get());
         }
 
         const int G = Hq / hkv;
@@ -325,7 +351,8 @@ int main(int argc, char** argv) {
           std::vector<int> lag(heads, 0);  // 0 = miss
           std::uniform_int_distribution<int> ul(1, o.max_lag);
           for (int i = misses; i < heads; ++i) lag[idx[i]] = ul(rng);
-          CHECK(fill_random(sb.q_pre.data(), static_cast<size_t>(N) * Hq * D, DType::kBF16, rng(), 0.f, 1.f, sv));
+          CHECK(fill_random(sb.q_pre.data(), static_cast<size_t>(N) * Hq * D, DType::kBF16, rng(),
+                            0.f, 1.f, sv));
           long hits = 0;
           double kv_keys = 0;  // keys read per group: union of the heads' spans
           for (int i = 0; i < N; ++i)
@@ -341,29 +368,33 @@ int main(int argc, char** argv) {
                 const int pp = m - L;
                 lo = std::min(lo, std::max(0, pp + 1 - o.tail));
                 CU(cudaMemcpyAsync(sb.q_pre.as<uint16_t>() + (static_cast<size_t>(i) * Hq + h) * D,
-                                   sb.ring_q_pre.as<uint16_t>() + ((static_cast<size_t>(i) * M + pp % M) * Hq + h) * D,
+                                   sb.ring_q_pre.as<uint16_t>() +
+                                       ((static_cast<size_t>(i) * M + pp % M) * Hq + h) * D,
                                    D * 2, cudaMemcpyDeviceToDevice, s));
               }
               kv_keys += (m + 1 - lo);
             }
           // Save the slot every replay overwrites, restore it before each replay.
-          const size_t slot_q = static_cast<size_t>(m % M) * Hq * D, pitch_q = static_cast<size_t>(M) * Hq * D * 2;
-          CU(cudaMemcpy2DAsync(save_q.data(), Hq * D * 2, sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
-                               cudaMemcpyDeviceToDevice, s));
-          CU(cudaMemcpy2DAsync(save_o.data(), Hq * D * 2, sb.ring_o.as<uint16_t>() + slot_q, pitch_q, Hq * D * 2, N,
-                               cudaMemcpyDeviceToDevice, s));
-          CU(cudaMemcpy2DAsync(save_l.data(), Hq * 4, sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
-                               static_cast<size_t>(M) * Hq * 4, Hq * 4, N, cudaMemcpyDeviceToDevice, s));
+          const size_t slot_q = static_cast<size_t>(m % M) * Hq * D,
+                       pitch_q = static_cast<size_t>(M) * Hq * D * 2;
+          CU(cudaMemcpy2DAsync(save_q.data(), Hq * D * 2, sb.ring_q_pre.as<uint16_t>() + slot_q,
+                               pitch_q, Hq * D * 2, N, cudaMemcpyDeviceToDevice, s));
+          CU(cudaMemcpy2DAsync(save_o.data(), Hq * D * 2, sb.ring_o.as<uint16_t>() + slot_q,
+                               pitch_q, Hq * D * 2, N, cudaMemcpyDeviceToDevice, s));
+          CU(cudaMemcpy2DAsync(
+              save_l.data(), Hq * 4, sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
+              static_cast<size_t>(M) * Hq * 4, Hq * 4, N, cudaMemcpyDeviceToDevice, s));
           auto restore = [&] {
-            CU(cudaMemcpy2DAsync(sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, save_q.data(), Hq * D * 2, Hq * D * 2,
-                                 N, cudaMemcpyDeviceToDevice, s));
-            CU(cudaMemcpy2DAsync(sb.ring_o.as<uint16_t>() + slot_q, pitch_q, save_o.data(), Hq * D * 2, Hq * D * 2,
-                                 N, cudaMemcpyDeviceToDevice, s));
+            CU(cudaMemcpy2DAsync(sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, save_q.data(),
+                                 Hq * D * 2, Hq * D * 2, N, cudaMemcpyDeviceToDevice, s));
+            CU(cudaMemcpy2DAsync(sb.ring_o.as<uint16_t>() + slot_q, pitch_q, save_o.data(),
+                                 Hq * D * 2, Hq * D * 2, N, cudaMemcpyDeviceToDevice, s));
             CU(cudaMemcpy2DAsync(sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
                                  static_cast<size_t>(M) * Hq * 4, save_l.data(), Hq * 4, Hq * 4, N,
                                  cudaMemcpyDeviceToDevice, s));
           };
-          const double mac_bytes = kv_keys * D * 2 * 2 + static_cast<double>(N) * Hq * std::min(M, m) * D * 2 +
+          const double mac_bytes = kv_keys * D * 2 * 2 +
+                                   static_cast<double>(N) * Hq * std::min(M, m) * D * 2 +
                                    q_out_bytes + static_cast<double>(N) * Hq * D * 2 * 3;
           CHECK(eng->capture(StepKind::kMac, p, sv));
           const Timing tm = time_replays(*eng, s, o.warmup, o.reps, restore);
@@ -373,12 +404,13 @@ int main(int argc, char** argv) {
           CHECK(stream_synchronize(sv));
           long got = 0;
           for (int i = 0; i < heads; ++i) got += hit[i];
-          if (got != hits) std::fprintf(stderr, "warning: planned %ld hits, kernel made %ld\n", hits, got);
+          if (got != hits)
+            std::fprintf(stderr, "warning: planned %ld hits, kernel made %ld\n", hits, got);
           row("mac", "fused", f, got, tm, mac_bytes);
           if (eng_other && (f == 0.0 || f == 1.0)) {
             CHECK(eng_other->capture(StepKind::kMac, p, sv));
-            row("mac", "fused", f, got, time_replays(*eng_other, s, o.warmup, o.reps, restore), mac_bytes,
-                eng_other.get());
+            row("mac", "fused", f, got, time_replays(*eng_other, s, o.warmup, o.reps, restore),
+                mac_bytes, eng_other.get());
           }
           if (o.k3_compare && (f == 0.0 || f == 1.0) && N == max_b) {
             EngineConfig es = ec;

@@ -21,26 +21,33 @@ int main(int argc, char** argv) {
   bool no_compress = false;
 
   CLI::App app{"mac-gen-trace: write a seeded synthetic MAC trace (HDF5, schema mac-trace v1)"};
-  app.add_option("--out", out, "output trace file (.h5); written to a temporary name, then renamed")->required();
+  app.add_option("--out", out, "output trace file (.h5); written to a temporary name, then renamed")
+      ->required();
   app.add_option("--tokens", p.tokens, "positions T per layer")->capture_default_str();
   app.add_option("--layers", p.num_layers, "number of layers")->capture_default_str();
   app.add_option("--q-heads", p.num_q_heads, "query heads Hq")->capture_default_str();
   app.add_option("--kv-heads", p.num_kv_heads, "KV heads Hkv (Hq = G*Hkv)")->capture_default_str();
-  app.add_option("--head-dim", p.head_dim, "head dimension D (64, 128, 256)")->capture_default_str();
-  app.add_option("--seed", p.seed, "random seed (printed; the only source of randomness)")->capture_default_str();
+  app.add_option("--head-dim", p.head_dim, "head dimension D (64, 128, 256)")
+      ->capture_default_str();
+  app.add_option("--seed", p.seed, "random seed (printed; the only source of randomness)")
+      ->capture_default_str();
   app.add_option("--rope-style", rope_style, "RoPE pairing")
       ->check(CLI::IsMember({"neox", "gptj"}))
       ->capture_default_str();
   app.add_option("--rope-theta", p.rope_theta, "RoPE base theta")->capture_default_str();
   app.add_option("--drift", p.drift, "context random-walk step per position, relative to its scale")
       ->capture_default_str();
-  app.add_option("--jump-prob", p.jump_prob, "per-position probability of a context jump")->capture_default_str();
-  app.add_option("--repeat-prob", p.repeat_prob, "per-position probability of repeating an earlier query")
+  app.add_option("--jump-prob", p.jump_prob, "per-position probability of a context jump")
+      ->capture_default_str();
+  app.add_option("--repeat-prob", p.repeat_prob,
+                 "per-position probability of repeating an earlier query")
       ->capture_default_str();
   app.add_option("--repeat-noise", p.repeat_noise, "per-component noise std added to a repeat")
       ->capture_default_str();
-  app.add_option("--noise-scale", p.noise_scale, "largest per-token query noise std")->capture_default_str();
-  app.add_option("--head-spread", p.head_spread, "how much heads differ, in [0, 1)")->capture_default_str();
+  app.add_option("--noise-scale", p.noise_scale, "largest per-token query noise std")
+      ->capture_default_str();
+  app.add_option("--head-spread", p.head_spread, "how much heads differ, in [0, 1)")
+      ->capture_default_str();
   app.add_flag("--no-compress", no_compress, "write contiguous datasets without gzip");
 
   try {
@@ -63,11 +70,12 @@ int main(int argc, char** argv) {
     std::printf("wrote %s (%llu bytes%s)\n", out.c_str(),
                 static_cast<unsigned long long>(std::filesystem::file_size(out)),
                 no_compress ? ", uncompressed" : ", gzip 4 + shuffle");
-    std::printf("  layers %lld x T %lld, Hq %lld, Hkv %lld, D %lld, softmax_scale %.9g, rope %s theta %g\n",
-                static_cast<long long>(p.num_layers), static_cast<long long>(p.tokens),
-                static_cast<long long>(p.num_q_heads), static_cast<long long>(p.num_kv_heads),
-                static_cast<long long>(p.head_dim), trace.meta.softmax_scale, rope_style.c_str(),
-                p.rope_theta);
+    std::printf(
+        "  layers %lld x T %lld, Hq %lld, Hkv %lld, D %lld, softmax_scale %.9g, rope %s theta %g\n",
+        static_cast<long long>(p.num_layers), static_cast<long long>(p.tokens),
+        static_cast<long long>(p.num_q_heads), static_cast<long long>(p.num_kv_heads),
+        static_cast<long long>(p.head_dim), trace.meta.softmax_scale, rope_style.c_str(),
+        p.rope_theta);
     std::printf("  source: %s\n", trace.meta.source.c_str());
     std::printf("  generated in %.3f s, written in %.3f s\n", gen_s, write_s);
   } catch (const mac::InputError& e) {

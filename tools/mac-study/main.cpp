@@ -14,13 +14,19 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "mac-study: sweep the MAC configuration over trace layers and measure every decode step against exact\n"
-      "full attention (FP64): error, hit/miss, lag, keys read, chain depth and the per-step drift bound.\n"
+      "mac-study: sweep the MAC configuration over trace layers and measure every decode step "
+      "against exact\n"
+      "full attention (FP64): error, hit/miss, lag, keys read, chain depth and the per-step drift "
+      "bound.\n"
       "Finished runs (one file each under OUT/runs/) are skipped when a sweep is rerun."};
   mac::study::SweepConfig cfg;
-  app.set_config("--config", "", "read options from a key=value file (flag names without --, lists comma-separated)");
-  app.add_option("--out", cfg.out_dir, "output directory (runs/, exact/, *.csv, study.h5)")->required();
-  app.add_option("--trace", cfg.traces, "trace file(s) (HDF5 mac-trace v1); default: the embedded synthetic trace")
+  app.set_config(
+      "--config", "",
+      "read options from a key=value file (flag names without --, lists comma-separated)");
+  app.add_option("--out", cfg.out_dir, "output directory (runs/, exact/, *.csv, study.h5)")
+      ->required();
+  app.add_option("--trace", cfg.traces,
+                 "trace file(s) (HDF5 mac-trace v1); default: the embedded synthetic trace")
       ->check(CLI::ExistingFile)
       ->delimiter(',');
   app.add_option("--layers", cfg.layers, "layer indices (default: all)")->delimiter(',');
@@ -28,19 +34,30 @@ int main(int argc, char** argv) {
   app.add_option("--ring", cfg.rings, "ring capacities M")->delimiter(',')->capture_default_str();
   app.add_option("--tail", cfg.tails, "tails r")->delimiter(',')->capture_default_str();
   app.add_option("--sinks", cfg.sinks, "front sinks F")->delimiter(',')->capture_default_str();
-  app.add_option("--variant", cfg.variants, "split | downdate")->delimiter(',')->capture_default_str();
-  app.add_option("--storage", cfg.storages, "production (BF16 o, FP32 L) | full")->delimiter(',')->capture_default_str();
-  app.add_option("--precision", cfg.precisions, "stepper arithmetic: fp32 | fp64")->delimiter(',')->capture_default_str();
+  app.add_option("--variant", cfg.variants, "split | downdate")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--storage", cfg.storages, "production (BF16 o, FP32 L) | full")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--precision", cfg.precisions, "stepper arithmetic: fp32 | fp64")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--gen-min", cfg.gen_min, "minimum position for reuse")->capture_default_str();
   app.add_option("--prefill", cfg.prefill, "P: positions < P are prompt (default: tokens/2)");
   app.add_option("--steps", cfg.steps, "decode steps (default: to the end of the layer)")
       ->check(CLI::NonNegativeNumber);
   bool no_bound = false, quiet = false;
-  app.add_flag("--no-bound", no_bound, "skip the per-step drift bound (one pass over the prefix keys per hit)");
-  app.add_option("--threads", cfg.threads, "OpenMP threads (default: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--synth-tokens", cfg.synth_tokens, "tokens of the embedded synthetic trace")->capture_default_str();
-  app.add_option("--synth-layers", cfg.synth_layers, "layers of the embedded synthetic trace")->capture_default_str();
-  app.add_option("--seed", cfg.synth_seed, "seed of the embedded synthetic trace")->capture_default_str();
+  app.add_flag("--no-bound", no_bound,
+               "skip the per-step drift bound (one pass over the prefix keys per hit)");
+  app.add_option("--threads", cfg.threads, "OpenMP threads (default: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--synth-tokens", cfg.synth_tokens, "tokens of the embedded synthetic trace")
+      ->capture_default_str();
+  app.add_option("--synth-layers", cfg.synth_layers, "layers of the embedded synthetic trace")
+      ->capture_default_str();
+  app.add_option("--seed", cfg.synth_seed, "seed of the embedded synthetic trace")
+      ->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress lines");
   CLI11_PARSE(app, argc, argv);
   cfg.bound = !no_bound;
@@ -48,13 +65,17 @@ int main(int argc, char** argv) {
 
   try {
     const auto rep = mac::study::run_sweep(cfg);
-    std::printf("mac-study: %zu runs computed, %zu already done (skipped); %.1f s wall, %.1f s CPU (all threads), "
-                "%d threads; exact full attention %.1f s wall, %.1f s CPU\n",
-                rep.computed.size(), rep.skipped.size(), rep.seconds, rep.cpu_seconds, rep.threads,
-                rep.exact_seconds, rep.exact_cpu_seconds);
+    std::printf(
+        "mac-study: %zu runs computed, %zu already done (skipped); %.1f s wall, %.1f s CPU (all "
+        "threads), "
+        "%d threads; exact full attention %.1f s wall, %.1f s CPU\n",
+        rep.computed.size(), rep.skipped.size(), rep.seconds, rep.cpu_seconds, rep.threads,
+        rep.exact_seconds, rep.exact_cpu_seconds);
     for (const auto& h : rep.computed) std::printf("  computed %s\n", h.c_str());
-    std::printf("tables: %s/{runs,error_vs_depth,error_vs_lag,hit_rate,bound_hist,pairs}.csv and study.h5\n",
-                cfg.out_dir.c_str());
+    std::printf(
+        "tables: %s/{runs,error_vs_depth,error_vs_lag,hit_rate,bound_hist,pairs}.csv and "
+        "study.h5\n",
+        cfg.out_dir.c_str());
   } catch (const mac::InputError& e) {
     std::fprintf(stderr, "mac-study: error: %s\n", e.what());
     return 2;

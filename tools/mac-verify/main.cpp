@@ -14,10 +14,10 @@
 #include "mac/verify/cuda_impl.hpp"
 #include "mac/verify/report.hpp"
 
-#include <CLI/CLI.hpp>
 #include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -72,8 +72,11 @@ std::vector<int> parse_ids(const std::string& s) {
 std::vector<CaseSpec> shard_slice(const std::vector<CaseSpec>& cases, int k, int N, bool gpu) {
   std::vector<size_t> order(cases.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto cost = [&](size_t i) { return gpu ? cases[i].cost_expected() : cases[i].cost_reference() + cases[i].cost_expected(); };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost(a) > cost(b); });
+  auto cost = [&](size_t i) {
+    return gpu ? cases[i].cost_expected() : cases[i].cost_reference() + cases[i].cost_expected();
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cost(a) > cost(b); });
   std::vector<double> load(static_cast<size_t>(N), 0.0);
   std::vector<CaseSpec> out;
   for (size_t i : order) {
@@ -81,7 +84,8 @@ std::vector<CaseSpec> shard_slice(const std::vector<CaseSpec>& cases, int k, int
     load[s] += cost(i);
     if (static_cast<int>(s) == k) out.push_back(cases[i]);
   }
-  std::sort(out.begin(), out.end(), [](const CaseSpec& a, const CaseSpec& b) { return a.id < b.id; });
+  std::sort(out.begin(), out.end(),
+            [](const CaseSpec& a, const CaseSpec& b) { return a.id < b.id; });
   return out;
 }
 
@@ -96,8 +100,8 @@ std::string join_args(int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{"mac-verify: certify a MAC decode implementation against the 853-case matrix"};
   bool list = false, quiet = false, no_summary = false, production = false;
-  std::string mode, subset = "all", case_ids, shard = "0/1", devices, out = "mac-verify-report.h5", fail_dir,
-              replay, fault = "none", matrix_file;
+  std::string mode, subset = "all", case_ids, shard = "0/1", devices, out = "mac-verify-report.h5",
+                    fail_dir, replay, fault = "none", matrix_file;
   std::vector<std::string> merge;
   double max_cost = 3e9;
   int64_t max_context = 0;
@@ -105,24 +109,48 @@ int main(int argc, char** argv) {
   double time_limit = 0;
   int max_repro = 20;
   app.add_flag("--list", list, "print the matrix, one case per line (column header on stderr)");
-  app.add_option("--mode", mode, "cpu (FP32 reference vs FP64 oracle), gpu (CUDA kernels), model (FP64 model with --fault); default gpu if a device is present, else cpu")
+  app.add_option("--mode", mode,
+                 "cpu (FP32 reference vs FP64 oracle), gpu (CUDA kernels), model (FP64 model with "
+                 "--fault); default gpu if a device is present, else cpu")
       ->check(CLI::IsMember({"cpu", "gpu", "model"}));
-  app.add_option("--fault", fault, "model mode: planted fault (none, tie-newer, band-late, threshold-inclusive, write-before-read, no-ready-gate, second-best, tail-short, downdate-entry, gen-min-off-by-one)");
-  app.add_option("--subset", subset, "all | smoke | a family name (grid, long, lag, batch, wrap, tie, threshold, small, gen_min, not_ready, graph_chain, extreme, params, d256, random)");
+  app.add_option("--fault", fault,
+                 "model mode: planted fault (none, tie-newer, band-late, threshold-inclusive, "
+                 "write-before-read, no-ready-gate, second-best, tail-short, downdate-entry, "
+                 "gen-min-off-by-one)");
+  app.add_option("--subset", subset,
+                 "all | smoke | a family name (grid, long, lag, batch, wrap, tie, threshold, "
+                 "small, gen_min, not_ready, graph_chain, extreme, params, d256, random)");
   app.add_option("--case", case_ids, "only these case ids (e.g. 12 or 3,7,100-110)");
-  app.add_option("--replay", replay, "replay the case stored in a failure file (mac-verify-case<ID>.h5)");
-  app.add_option("--shard", shard, "run shard k of N (k/N, 0-based), a deterministic cost-balanced slice");
-  app.add_option("--devices", devices, "GPU mode: spread shards over these device ordinals (e.g. 0,1,2,3 or all), one process per device (x --jobs-per-device); reports are merged");
-  app.add_option("--jobs-per-device", jobs_per_device, "processes per device with --devices")->check(CLI::Range(1, 64));
-  app.add_option("--max-cost", max_cost, "CPU/model mode: skip cases whose estimated reference cost (key x head evaluations) exceeds this (0 = no cap)");
-  app.add_option("--max-context", max_context, "skip cases whose largest kv_len exceeds this (0 = no cap)");
-  app.add_option("--time-limit", time_limit, "stop starting cases after this many seconds; the rest are reported as skipped (0 = none)");
-  app.add_option("--max-repro", max_repro, "write reproducer files for at most this many failing cases per process (the replay command is printed for all)");
+  app.add_option("--replay", replay,
+                 "replay the case stored in a failure file (mac-verify-case<ID>.h5)");
+  app.add_option("--shard", shard,
+                 "run shard k of N (k/N, 0-based), a deterministic cost-balanced slice");
+  app.add_option("--devices", devices,
+                 "GPU mode: spread shards over these device ordinals (e.g. 0,1,2,3 or all), one "
+                 "process per device (x --jobs-per-device); reports are merged");
+  app.add_option("--jobs-per-device", jobs_per_device, "processes per device with --devices")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--max-cost", max_cost,
+                 "CPU/model mode: skip cases whose estimated reference cost (key x head "
+                 "evaluations) exceeds this (0 = no cap)");
+  app.add_option("--max-context", max_context,
+                 "skip cases whose largest kv_len exceeds this (0 = no cap)");
+  app.add_option(
+      "--time-limit", time_limit,
+      "stop starting cases after this many seconds; the rest are reported as skipped (0 = none)");
+  app.add_option("--max-repro", max_repro,
+                 "write reproducer files for at most this many failing cases per process (the "
+                 "replay command is printed for all)");
   app.add_option("--out", out, "report file (HDF5, schema mac-verify)");
-  app.add_option("--fail-dir", fail_dir, "where failed cases' reproducer files go (default: the report's directory)");
+  app.add_option("--fail-dir", fail_dir,
+                 "where failed cases' reproducer files go (default: the report's directory)");
   app.add_option("--merge", merge, "merge these shard reports into --out")->expected(1, -1);
-  app.add_option("--matrix", matrix_file, "use this matrix file instead of the built-in one (same format)");
-  app.add_flag("--production-storage", production, "cpu mode: run the FP32 reference with the production ring layout (BF16 o, FP32 L) against an expected evaluation that stores entries the same way, with the GPU tolerances (a dry run of the GPU comparison)");
+  app.add_option("--matrix", matrix_file,
+                 "use this matrix file instead of the built-in one (same format)");
+  app.add_flag("--production-storage", production,
+               "cpu mode: run the FP32 reference with the production ring layout (BF16 o, FP32 L) "
+               "against an expected evaluation that stores entries the same way, with the GPU "
+               "tolerances (a dry run of the GPU comparison)");
   app.add_flag("--quiet", quiet, "no progress line");
   app.add_flag("--no-summary", no_summary, "do not print the summary table");
   try {
@@ -147,7 +175,8 @@ int main(int argc, char** argv) {
 
     if (list) {
       std::cerr << "#";
-      for (size_t i = 0; i < matrix_columns().size(); ++i) std::cerr << (i ? "\t" : "") << matrix_columns()[i];
+      for (size_t i = 0; i < matrix_columns().size(); ++i)
+        std::cerr << (i ? "\t" : "") << matrix_columns()[i];
       std::cerr << "\n";
       for (const auto& c : matrix) std::cout << c.to_line() << "\n";
       return 0;
@@ -159,7 +188,8 @@ int main(int argc, char** argv) {
       Report r = merge_reports(parts);
       write_report(out, r);
       if (!no_summary) std::cout << summary_table(r);
-      std::cout << "merged " << merge.size() << " reports (" << r.cases.size() << " cases) into " << out << "\n";
+      std::cout << "merged " << merge.size() << " reports (" << r.cases.size() << " cases) into "
+                << out << "\n";
       return r.ok() ? 0 : 1;
     }
 
@@ -179,7 +209,8 @@ int main(int argc, char** argv) {
       subset_name = "replay:" + replay;
     } else if (!case_ids.empty()) {
       for (int id : parse_ids(case_ids)) {
-        require(id >= 0 && id < static_cast<int>(matrix.size()), "--case ", id, " is outside 0..", matrix.size() - 1);
+        require(id >= 0 && id < static_cast<int>(matrix.size()), "--case ", id, " is outside 0..",
+                matrix.size() - 1);
         cases.push_back(matrix[static_cast<size_t>(id)]);
       }
       subset_name = "case:" + case_ids;
@@ -187,7 +218,8 @@ int main(int argc, char** argv) {
       bool known = subset == "all" || subset == "smoke";
       for (const auto& c : matrix) {
         known = known || c.family == subset;
-        if (subset == "all" || (subset == "smoke" && c.smoke) || c.family == subset) cases.push_back(c);
+        if (subset == "all" || (subset == "smoke" && c.smoke) || c.family == subset)
+          cases.push_back(c);
       }
       require(known, "--subset '", subset, "' is not all, smoke or a family name");
     }
@@ -197,7 +229,8 @@ int main(int argc, char** argv) {
       require(slash != std::string::npos, "--shard '", shard, "' is not k/N");
       shard_k = std::atoi(shard.substr(0, slash).c_str());
       shard_n = std::atoi(shard.substr(slash + 1).c_str());
-      require(shard_n >= 1 && shard_k >= 0 && shard_k < shard_n, "--shard '", shard, "' needs 0 <= k < N");
+      require(shard_n >= 1 && shard_k >= 0 && shard_k < shard_n, "--shard '", shard,
+              "' needs 0 <= k < N");
     }
     const bool gpu = mode == "gpu";
 
@@ -229,13 +262,17 @@ int main(int argc, char** argv) {
       for (int k = 0; k < N; ++k) {
         const int dev = devs[static_cast<size_t>(k) % devs.size()];
         const std::string part = (dir.empty() ? std::string(".") : dir) + "/" +
-                                 std::filesystem::path(out).stem().string() + msg(".shard", k, "of", N, ".h5");
+                                 std::filesystem::path(out).stem().string() +
+                                 msg(".shard", k, "of", N, ".h5");
         parts.push_back(part);
-        std::vector<std::string> args = {argv[0], "--mode", mode, "--shard", msg(k, "/", N), "--out", part,
-                                         "--no-summary"};
-        if (!replay.empty()) args.insert(args.end(), {"--replay", replay});
-        else if (!case_ids.empty()) args.insert(args.end(), {"--case", case_ids});
-        else args.insert(args.end(), {"--subset", subset});
+        std::vector<std::string> args = {argv[0],        "--mode", mode, "--shard",
+                                         msg(k, "/", N), "--out",  part, "--no-summary"};
+        if (!replay.empty())
+          args.insert(args.end(), {"--replay", replay});
+        else if (!case_ids.empty())
+          args.insert(args.end(), {"--case", case_ids});
+        else
+          args.insert(args.end(), {"--subset", subset});
         if (!fail_dir.empty()) args.insert(args.end(), {"--fail-dir", fail_dir});
         if (mode == "model") args.insert(args.end(), {"--fault", fault});
         if (production) args.push_back("--production-storage");
@@ -268,13 +305,15 @@ int main(int argc, char** argv) {
         waitpid(pids[k], &st, 0);
         const bool exited = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1);
         try {
-          if (!exited) throw InputError(msg("exit status ", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                                            WIFSIGNALED(st) ? msg(", signal ", WTERMSIG(st)) : std::string()));
+          if (!exited)
+            throw InputError(msg("exit status ", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                                 WIFSIGNALED(st) ? msg(", signal ", WTERMSIG(st)) : std::string()));
           rs.push_back(read_report(parts[k]));
         } catch (const std::exception& ex) {
           ++missing;
-          std::fprintf(stderr, "mac-verify: shard %zu/%d produced no report (%s); its cases are missing\n", k, N,
-                       ex.what());
+          std::fprintf(stderr,
+                       "mac-verify: shard %zu/%d produced no report (%s); its cases are missing\n",
+                       k, N, ex.what());
         }
       }
       require(!rs.empty(), "no shard produced a report");
@@ -284,16 +323,20 @@ int main(int argc, char** argv) {
       write_report(out, r);
       for (const auto& p : parts) std::filesystem::remove(p);
       if (!no_summary) std::cout << summary_table(r);
-      if (missing) std::cout << "RESULT: FAIL (" << missing << " of " << N << " shards produced no report)\n";
+      if (missing)
+        std::cout << "RESULT: FAIL (" << missing << " of " << N << " shards produced no report)\n";
       std::cout << "report: " << out << "\n";
       return r.ok() && missing == 0 ? 0 : 1;
     }
 
     cases = shard_slice(cases, shard_k, shard_n, gpu);
     std::unique_ptr<Implementation> impl;
-    if (gpu) impl = make_cuda_impl(0);
-    else if (mode == "model") impl = make_model_impl(f);
-    else impl = make_reference_impl(production ? StateStorage::kProduction : StateStorage::kFull);
+    if (gpu)
+      impl = make_cuda_impl(0);
+    else if (mode == "model")
+      impl = make_model_impl(f);
+    else
+      impl = make_reference_impl(production ? StateStorage::kProduction : StateStorage::kFull);
 
     RunOptions opt;
     opt.tol = gpu || production ? Tolerances::gpu() : Tolerances::cpu();
@@ -302,7 +345,8 @@ int main(int argc, char** argv) {
     auto& meta = report.meta;
     // The build's commit; MAC_VERIFY_COMMIT overrides it where the build tree has no .git
     // (e.g. a copied working tree on the GPU machine).
-    meta.git_commit = std::getenv("MAC_VERIFY_COMMIT") ? std::getenv("MAC_VERIFY_COMMIT") : MAC_GIT_COMMIT;
+    meta.git_commit =
+        std::getenv("MAC_VERIFY_COMMIT") ? std::getenv("MAC_VERIFY_COMMIT") : MAC_GIT_COMMIT;
     meta.device = impl->device();
     meta.mode = mode;
     meta.impl = impl->name();
@@ -316,17 +360,21 @@ int main(int argc, char** argv) {
     if (fail_dir.empty()) fail_dir = std::filesystem::path(out).parent_path().string();
     if (fail_dir.empty()) fail_dir = ".";
 
-    auto cost = [&](const CaseSpec& c) { return gpu ? c.cost_expected() : c.cost_reference() + c.cost_expected(); };
+    auto cost = [&](const CaseSpec& c) {
+      return gpu ? c.cost_expected() : c.cost_reference() + c.cost_expected();
+    };
     double total = 0;
     for (const auto& c : cases) total += cost(c);
     const double unit = std::max(1.0, total / 1e6);
-    tools::Progress progress(msg("mac-verify ", mode, " ", shard), static_cast<int64_t>(total / unit), 5.0, !quiet);
+    tools::Progress progress(msg("mac-verify ", mode, " ", shard),
+                             static_cast<int64_t>(total / unit), 5.0, !quiet);
     double done = 0;
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::string> replays;
     for (const auto& c : cases) {
       CaseResult res;
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (time_limit > 0 && elapsed > time_limit) {
         res.spec = c;
         res.status = CaseStatus::kSkip;
@@ -338,7 +386,8 @@ int main(int argc, char** argv) {
       } else if (!gpu && max_cost > 0 && c.cost_reference() > max_cost) {
         res.spec = c;
         res.status = CaseStatus::kSkip;
-        res.message = msg("estimated reference cost ", c.cost_reference(), " above --max-cost ", max_cost);
+        res.message =
+            msg("estimated reference cost ", c.cost_reference(), " above --max-cost ", max_cost);
       } else {
         res = run_case(c, *impl, opt);
       }
@@ -353,11 +402,13 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "could not write %s: %s\n", path.c_str(), ex.what());
           }
         }
-        const std::string base = msg("mac-verify --mode ", mode, mode == "model" ? " --fault " + fault : "");
-        const std::string cmd = msg(base, " --case ", c.id,
-                                    written ? msg("   (or: ", base, " --replay ", path, ")") : std::string());
-        std::printf("[%s] %s\n    %s\n    replay: %s\n", to_string(res.status), c.describe().c_str(),
-                    res.message.c_str(), cmd.c_str());
+        const std::string base =
+            msg("mac-verify --mode ", mode, mode == "model" ? " --fault " + fault : "");
+        const std::string cmd =
+            msg(base, " --case ", c.id,
+                written ? msg("   (or: ", base, " --replay ", path, ")") : std::string());
+        std::printf("[%s] %s\n    %s\n    replay: %s\n", to_string(res.status),
+                    c.describe().c_str(), res.message.c_str(), cmd.c_str());
         std::fflush(stdout);
         replays.push_back(cmd);
       }

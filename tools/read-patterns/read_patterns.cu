@@ -25,7 +25,8 @@
 //
 // Output: one CSV line per (pattern, variant): GB/s as the median of --reps timed launches,
 // and the ratio to mac-bench's streaming read of a buffer of the same size measured in the
-// same run (the `read` lines, at the start and the end). Measurements: docs/bench/tuning_h200.md §21.
+// same run (the `read` lines, at the start and the end). Measurements: docs/bench/tuning_h200.md
+// §21.
 #include <cuda_runtime.h>
 
 #include "mac/cuda/mac_cuda.hpp"  // measure_read_bandwidth: the baseline
@@ -39,13 +40,13 @@
 
 namespace {
 
-#define RP_CHECK(x)                                                                          \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "read-patterns: %s failed: %s\n", #x, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                          \
-    }                                                                                        \
+#define RP_CHECK(x)                                                                       \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "read-patterns: %s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
   } while (0)
 
 constexpr int kD = 128;          // head dim (bf16): 256-byte rows, 16 chunks of 16 bytes
@@ -75,8 +76,9 @@ __device__ __forceinline__ void copy16(uint32_t dst, const void* src, uint64_t p
   if constexpr (kHint == kPrefetch128) {
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
   } else {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "l"(pol));
+    asm volatile(
+        "cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst),
+        "l"(src), "l"(pol));
   }
 }
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -129,8 +131,8 @@ __device__ __forceinline__ void store_part(float4* p, float4 v, uint64_t last) {
   if constexpr (kStore == kStoreNormal) {
     *p = v;
   } else if constexpr (kStore == kStoreEvictLast) {
-    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
-                 "f"(v.w), "l"(last)
+    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "f"(v.x),
+                 "f"(v.y), "f"(v.z), "f"(v.w), "l"(last)
                  : "memory");
   } else {
     __stcs(p, v);
@@ -139,14 +141,16 @@ __device__ __forceinline__ void store_part(float4* p, float4 v, uint64_t last) {
 
 template <int kStages, int kHint, bool kRange, int kStore = kStoreNormal>
 __global__ void __launch_bounds__(128, 2)
-    warp_streams(const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, Layout L, Shape s, int work,
-                 int* claims, float* sink, int parts_g, float* parts, int64_t parts_slots) {
+    warp_streams(const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, Layout L, Shape s,
+                 int work, int* claims, float* sink, int parts_g, float* parts,
+                 int64_t parts_slots) {
   constexpr int kTileBytes = 16 * kD * 2;  // one 16-key tile of K (or V)
   constexpr int kQueue = 4;                // segments between loader and consumer (≤ stages + 1)
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ int s_queue[4][kQueue][2];    // per warp: (tiles, partial slot) of each segment
+  __shared__ int s_queue[4][kQueue][2];  // per warp: (tiles, partial slot) of each segment
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * kStages * 2 * kTileBytes;
+  const uint32_t base =
+      static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * kStages * 2 * kTileBytes;
   const uint64_t pol = evict_first_policy();
   uint64_t last;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(last));
@@ -218,7 +222,8 @@ __global__ void __launch_bounds__(128, 2)
     wait_groups<kStages - 2>();
     __syncwarp();
     const int st = consumed % kStages;
-    const float x = reinterpret_cast<const float*>(smem + (warp * kStages + st) * 2 * kTileBytes)[lane];
+    const float x =
+        reinterpret_cast<const float*>(smem + (warp * kStages + st) * 2 * kTileBytes)[lane];
     acc += stand_in(x, work, 1);
     __syncwarp();
     issue();  // into the stage consumed a round ago
@@ -227,8 +232,10 @@ __global__ void __launch_bounds__(128, 2)
       const int pid = s_queue[warp][cs_seg % kQueue][1];
       if (parts_g > 0 && pid >= 0 && pid < parts_slots) {
         float4* o = reinterpret_cast<float4*>(parts + static_cast<int64_t>(pid) * parts_g * kD);
-        for (int j = 0; j < parts_g; ++j) store_part<kStore>(o + lane + 32 * j, make_float4(acc, acc, acc, acc), last);
-        if (lane < parts_g) parts[parts_slots * parts_g * kD + static_cast<int64_t>(pid) * parts_g + lane] = acc;
+        for (int j = 0; j < parts_g; ++j)
+          store_part<kStore>(o + lane + 32 * j, make_float4(acc, acc, acc, acc), last);
+        if (lane < parts_g)
+          parts[parts_slots * parts_g * kD + static_cast<int64_t>(pid) * parts_g + lane] = acc;
       }
       cs_tile = 0;
       ++cs_seg;
@@ -242,8 +249,8 @@ __global__ void __launch_bounds__(128, 2)
 // ---- cuDNN's shape: one stream per block of 4 warps, tiles of kTile keys ----
 template <int kTile, int kStages, int kHint>
 __global__ void __launch_bounds__(128)
-    cta_streams(const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, Layout L, Shape s, int work,
-                int* claims, float* sink) {
+    cta_streams(const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, Layout L, Shape s,
+                int work, int* claims, float* sink) {
   constexpr int kTileBytes = kTile * kD * 2;
   constexpr int kPerThread = kTile * kChunks / 128;  // 16-byte copies per thread per K tile
   extern __shared__ __align__(128) unsigned char smem[];
@@ -335,17 +342,26 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--help" || a == "-h") usage("reads K/V pools in several patterns and prints GB/s (CSV)", 0);
+    if (a == "--help" || a == "-h")
+      usage("reads K/V pools in several patterns and prints GB/s (CSV)", 0);
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
     const char* v = argv[++i];
-    if (a == "--batch") o.shape.batch = parse_int("--batch", v);
-    else if (a == "--hkv") o.shape.hkv = parse_int("--hkv", v);
-    else if (a == "--ctx") o.shape.ctx = parse_int("--ctx", v);
-    else if (a == "--chunk") o.shape.chunk = parse_int("--chunk", v);
-    else if (a == "--page-size") o.page_size = parse_int("--page-size", v);
-    else if (a == "--reps") o.reps = parse_int("--reps", v);
-    else if (a == "--parts") o.parts = parse_int("--parts", v);
-    else if (a == "--layout") o.layout = v;
+    if (a == "--batch")
+      o.shape.batch = parse_int("--batch", v);
+    else if (a == "--hkv")
+      o.shape.hkv = parse_int("--hkv", v);
+    else if (a == "--ctx")
+      o.shape.ctx = parse_int("--ctx", v);
+    else if (a == "--chunk")
+      o.shape.chunk = parse_int("--chunk", v);
+    else if (a == "--page-size")
+      o.page_size = parse_int("--page-size", v);
+    else if (a == "--reps")
+      o.reps = parse_int("--reps", v);
+    else if (a == "--parts")
+      o.parts = parse_int("--parts", v);
+    else if (a == "--layout")
+      o.layout = v;
     else if (a == "--work") {
       o.works.clear();
       std::string s = v;
@@ -357,14 +373,18 @@ Options parse(int argc, char** argv) {
         o.works.push_back(neg ? -x : x);
         p = q + 1;
       }
-    } else usage(("unknown option " + a).c_str());
+    } else
+      usage(("unknown option " + a).c_str());
   }
   const Shape& s = o.shape;
-  if (o.layout != "nhd" && o.layout != "hnd") usage(("--layout: nhd or hnd, not '" + o.layout + "'").c_str());
+  if (o.layout != "nhd" && o.layout != "hnd")
+    usage(("--layout: nhd or hnd, not '" + o.layout + "'").c_str());
   if (s.batch < 1 || s.hkv < 1 || o.reps < 1) usage("--batch, --hkv and --reps must be at least 1");
   if (o.parts > 32) usage(("--parts must be at most 32, not " + std::to_string(o.parts)).c_str());
-  if (s.chunk < 128 || s.chunk % 128) usage(("--chunk must be a multiple of 128, not " + std::to_string(s.chunk)).c_str());
-  if (s.ctx < s.chunk || s.ctx % s.chunk) usage(("--ctx must be a multiple of --chunk, not " + std::to_string(s.ctx)).c_str());
+  if (s.chunk < 128 || s.chunk % 128)
+    usage(("--chunk must be a multiple of 128, not " + std::to_string(s.chunk)).c_str());
+  if (s.ctx < s.chunk || s.ctx % s.chunk)
+    usage(("--ctx must be a multiple of --chunk, not " + std::to_string(s.ctx)).c_str());
   if (o.page_size < 1 || s.ctx % o.page_size)
     usage(("--page-size must divide --ctx, not " + std::to_string(o.page_size)).c_str());
   return o;
@@ -376,7 +396,8 @@ float median(std::vector<float> v) {
 }
 
 template <typename Launch, typename Between = void (*)()>
-float time_ms(int reps, int* claims, Launch&& launch, Between&& between = [] {}) {
+float time_ms(
+    int reps, int* claims, Launch&& launch, Between&& between = [] {}) {
   cudaEvent_t a, b;
   RP_CHECK(cudaEventCreate(&a));
   RP_CHECK(cudaEventCreate(&b));
@@ -403,7 +424,8 @@ float time_ms(int reps, int* claims, Launch&& launch, Between&& between = [] {})
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (!mac::cuda::cuda_device_present()) {  // as mac-bench: nothing to measure here
-    std::fprintf(stderr, "read-patterns: no CUDA device: %s\n", mac::cuda::device_description().c_str());
+    std::fprintf(stderr, "read-patterns: no CUDA device: %s\n",
+                 mac::cuda::device_description().c_str());
     return 77;
   }
   const Shape s = o.shape;
@@ -434,14 +456,16 @@ int main(int argc, char** argv) {
   RP_CHECK(cudaMemset(v, 0x3c, pool * 2));
   const int64_t parts_slots = std::max<int64_t>(s.items(), 2 * sms * 4 * 4);
   float* parts = nullptr;
-  if (o.parts > 0) RP_CHECK(cudaMalloc(&parts, static_cast<size_t>(parts_slots) * o.parts * (kD + 1) * 4));
+  if (o.parts > 0)
+    RP_CHECK(cudaMalloc(&parts, static_cast<size_t>(parts_slots) * o.parts * (kD + 1) * 4));
 
   std::printf("pattern,variant,layout,batch,hkv,ctx,chunk,page_size,work,parts,ms,gbps,vs_read\n");
   // The baseline: mac-bench's streaming read (mac::cuda::measure_read_bandwidth) over a
   // buffer of the pattern's size.
   auto streaming_read = [&] {
     double gbps = 0;
-    const mac::cuda::Status st = mac::cuda::measure_read_bandwidth(static_cast<size_t>(bytes), o.reps, &gbps);
+    const mac::cuda::Status st =
+        mac::cuda::measure_read_bandwidth(static_cast<size_t>(bytes), o.reps, &gbps);
     if (!st.ok()) {
       std::fprintf(stderr, "read-patterns: streaming read: %s\n", st.message.c_str());
       std::exit(1);
@@ -451,8 +475,9 @@ int main(int argc, char** argv) {
   const double read_gbps = streaming_read();
   auto report = [&](const char* pattern, const char* variant, int work, float ms) {
     const double gbps = bytes / (ms * 1e-3) / 1e9;
-    std::printf("%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.4f,%.1f,%.4f\n", pattern, variant, o.layout.c_str(), s.batch, s.hkv,
-                s.ctx, s.chunk, o.page_size, work, o.parts, ms, gbps, gbps / read_gbps);
+    std::printf("%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.4f,%.1f,%.4f\n", pattern, variant,
+                o.layout.c_str(), s.batch, s.hkv, s.ctx, s.chunk, o.page_size, work, o.parts, ms,
+                gbps, gbps / read_gbps);
     std::fflush(stdout);
   };
   // A streaming read's line: its time is that of the pattern's bytes at its rate.
@@ -468,7 +493,10 @@ int main(int argc, char** argv) {
     report("warp", variant, work,
            time_ms(
                o.reps, claims,
-               [&] { kernel<<<grid, 128, smem>>>(k, v, L, s, work, claims, sink, o.parts, parts, parts_slots); },
+               [&] {
+                 kernel<<<grid, 128, smem>>>(k, v, L, s, work, claims, sink, o.parts, parts,
+                                             parts_slots);
+               },
                [&] {  // as the combine does on large steps: the partial states' lines dropped
                  if (parts) discard_lines<<<sms * 4, 256>>>(parts, parts_slots * o.parts * kD / 32);
                }));
@@ -481,17 +509,20 @@ int main(int argc, char** argv) {
     const int grid = std::min(std::max(per_sm, 1) * sms, s.items());
     char name[64];
     std::snprintf(name, sizeof name, "%s-t%d-s%d-x%d", variant, tile, stages, per_sm);
-    report("cta", name, work,
-           time_ms(o.reps, claims, [&] { kernel<<<grid, 128, smem>>>(k, v, L, s, work, claims, sink); }));
+    report("cta", name, work, time_ms(o.reps, claims, [&] {
+             kernel<<<grid, 128, smem>>>(k, v, L, s, work, claims, sink);
+           }));
   };
   for (const int w : o.works) {
     run_warp(warp_streams<3, kPrefetch128, false>, 3, "items-pf128", w);
     run_warp(warp_streams<3, kPrefetch128, true>, 3, "range-pf128", w);
     run_warp(warp_streams<3, kEvictFirst, false>, 3, "items-evictfirst", w);
     if (o.parts > 0) {
-      run_warp(warp_streams<3, kPrefetch128, false, kStoreEvictLast>, 3, "items-pf128-partslast", w);
+      run_warp(warp_streams<3, kPrefetch128, false, kStoreEvictLast>, 3, "items-pf128-partslast",
+               w);
       run_warp(warp_streams<3, kPrefetch128, false, kStoreStreaming>, 3, "items-pf128-partscs", w);
-      run_warp(warp_streams<3, kEvictFirst, false, kStoreEvictLast>, 3, "items-evictfirst-partslast", w);
+      run_warp(warp_streams<3, kEvictFirst, false, kStoreEvictLast>, 3,
+               "items-evictfirst-partslast", w);
       run_warp(warp_streams<3, kPrefetch128, true, kStoreEvictLast>, 3, "range-pf128-partslast", w);
     }
     run_cta(cta_streams<64, 3, kPrefetch128>, 64, 3, "pf128", w);

@@ -40,7 +40,8 @@ double CaseSpec::cost_reference() const {
   double c = 0;
   for (int i = 0; i < batch; ++i) {
     const double P = static_cast<double>(prompt(i));
-    c += Hq() * (std::min<double>(P, static_cast<double>(M)) * P + static_cast<double>(steps) * (P + steps));
+    c += Hq() * (std::min<double>(P, static_cast<double>(M)) * P +
+                 static_cast<double>(steps) * (P + steps));
   }
   return c * D / 128.0;
 }
@@ -68,16 +69,17 @@ void CaseSpec::validate() const {
   require(max_kv_len() <= 131072, w, "largest kv_len ", max_kv_len(), " exceeds 131072");
   require(hit >= 0 && hit <= 1, w, "hit = ", hit, " outside [0, 1]");
   require(!lags.empty(), w, "lags is empty");
-  require(!ready.empty() && ready.find_first_not_of("01") == std::string::npos, w, "ready = '", ready,
-          "' must be a non-empty string of 0 and 1");
+  require(!ready.empty() && ready.find_first_not_of("01") == std::string::npos, w, "ready = '",
+          ready, "' must be a non-empty string of 0 and 1");
   require(k3 == "fused" || k3 == "side", w, "k3 = '", k3, "' must be fused or side");
   params().validate();
 }
 
 const std::vector<std::string>& matrix_columns() {
-  static const std::vector<std::string> c = {"id", "family", "seed", "D", "G", "Hkv", "batch", "ctx",
-                                             "dctx", "ps", "M", "r", "F", "gen_min", "tau", "steps",
-                                             "hit", "lags", "ready", "graph", "k3", "special", "smoke"};
+  static const std::vector<std::string> c = {"id",    "family",  "seed", "D",       "G",    "Hkv",
+                                             "batch", "ctx",     "dctx", "ps",      "M",    "r",
+                                             "F",     "gen_min", "tau",  "steps",   "hit",  "lags",
+                                             "ready", "graph",   "k3",   "special", "smoke"};
   return c;
 }
 
@@ -104,20 +106,22 @@ double to_double(const std::string& col, const std::string& s) {
 
 std::string CaseSpec::to_line() const {
   std::ostringstream os;
-  os << id << '\t' << family << '\t' << seed << '\t' << D << '\t' << G << '\t' << Hkv << '\t' << batch << '\t'
-     << ctx << '\t' << dctx << '\t' << ps << '\t' << M << '\t' << r << '\t' << F << '\t' << gen_min << '\t'
-     << fmt_double(tau) << '\t' << steps << '\t' << fmt_double(hit) << '\t' << lags << '\t' << ready << '\t'
-     << (graph ? 1 : 0) << '\t' << k3 << '\t' << special << '\t' << (smoke ? 1 : 0);
+  os << id << '\t' << family << '\t' << seed << '\t' << D << '\t' << G << '\t' << Hkv << '\t'
+     << batch << '\t' << ctx << '\t' << dctx << '\t' << ps << '\t' << M << '\t' << r << '\t' << F
+     << '\t' << gen_min << '\t' << fmt_double(tau) << '\t' << steps << '\t' << fmt_double(hit)
+     << '\t' << lags << '\t' << ready << '\t' << (graph ? 1 : 0) << '\t' << k3 << '\t' << special
+     << '\t' << (smoke ? 1 : 0);
   return os.str();
 }
 
 std::string CaseSpec::describe() const {
   std::ostringstream os;
-  os << "case " << id << " [" << family << "] D=" << D << " G=" << G << " Hkv=" << Hkv << " N=" << batch
-     << " ctx=" << ctx << (dctx ? msg("-", dctx, "i") : "") << " ps=" << ps << " M=" << M << " r=" << r
-     << " F=" << F << " gen_min=" << gen_min << " tau=" << tau << " steps=" << steps << " hit=" << hit
-     << " lags=" << lags << " ready=" << ready << (graph ? " graph" : "") << " k3=" << k3
-     << (special != "none" ? " " + special : "") << " seed=" << seed;
+  os << "case " << id << " [" << family << "] D=" << D << " G=" << G << " Hkv=" << Hkv
+     << " N=" << batch << " ctx=" << ctx << (dctx ? msg("-", dctx, "i") : "") << " ps=" << ps
+     << " M=" << M << " r=" << r << " F=" << F << " gen_min=" << gen_min << " tau=" << tau
+     << " steps=" << steps << " hit=" << hit << " lags=" << lags << " ready=" << ready
+     << (graph ? " graph" : "") << " k3=" << k3 << (special != "none" ? " " + special : "")
+     << " seed=" << seed;
   return os.str();
 }
 
@@ -134,16 +138,22 @@ CaseSpec parse_case(const std::string& line) {
   }
   f.push_back(cur);
   const auto& cols = matrix_columns();
-  require(f.size() == cols.size(), "matrix line has ", f.size(), " columns, expected ", cols.size(), ": '", line,
-          "'");
+  require(f.size() == cols.size(), "matrix line has ", f.size(), " columns, expected ", cols.size(),
+          ": '", line, "'");
   CaseSpec c;
   size_t k = 0;
   auto next = [&]() -> std::pair<const std::string&, const std::string&> {
     const size_t i = k++;
     return {cols[i], f[i]};
   };
-  auto I = [&]() { auto p = next(); return to_int(p.first, p.second); };
-  auto Dd = [&]() { auto p = next(); return to_double(p.first, p.second); };
+  auto I = [&]() {
+    auto p = next();
+    return to_int(p.first, p.second);
+  };
+  auto Dd = [&]() {
+    auto p = next();
+    return to_double(p.first, p.second);
+  };
   auto S = [&]() { return next().second; };
   c.id = static_cast<int>(I());
   c.family = S();
@@ -151,7 +161,8 @@ CaseSpec parse_case(const std::string& line) {
     auto p = next();
     char* end = nullptr;
     c.seed = std::strtoull(p.second.c_str(), &end, 10);
-    require(!p.second.empty() && *end == 0, "matrix column seed = '", p.second, "' is not an integer");
+    require(!p.second.empty() && *end == 0, "matrix column seed = '", p.second,
+            "' is not an integer");
   }
   c.D = static_cast<int>(I());
   c.G = static_cast<int>(I());
@@ -184,8 +195,9 @@ std::vector<CaseSpec> parse_matrix(const std::string& text) {
   while (std::getline(is, line)) {
     if (line.empty() || line[0] == '#') continue;
     out.push_back(parse_case(line));
-    require(out.back().id == static_cast<int>(out.size()) - 1, "matrix ids must be 0, 1, 2, ...: found ",
-            out.back().id, " at position ", out.size() - 1);
+    require(out.back().id == static_cast<int>(out.size()) - 1,
+            "matrix ids must be 0, 1, 2, ...: found ", out.back().id, " at position ",
+            out.size() - 1);
   }
   return out;
 }

@@ -20,10 +20,14 @@ double Tolerances::conditioning(const CaseSpec& spec) const {
 
 const char* to_string(CaseStatus s) {
   switch (s) {
-    case CaseStatus::kPass: return "pass";
-    case CaseStatus::kFail: return "FAIL";
-    case CaseStatus::kSkip: return "skip";
-    case CaseStatus::kError: return "ERROR";
+    case CaseStatus::kPass:
+      return "pass";
+    case CaseStatus::kFail:
+      return "FAIL";
+    case CaseStatus::kSkip:
+      return "skip";
+    case CaseStatus::kError:
+      return "ERROR";
   }
   return "?";
 }
@@ -56,14 +60,16 @@ double rel_l2(const std::vector<double>& a, const Eigen::VectorXd& b, double* ma
 
 namespace {
 double lse_err(double got, double want) {
-  if (std::isinf(want) && want < 0) return (std::isinf(got) && got < 0) ? 0.0 : std::numeric_limits<double>::infinity();
+  if (std::isinf(want) && want < 0)
+    return (std::isinf(got) && got < 0) ? 0.0 : std::numeric_limits<double>::infinity();
   const double e = std::abs(got - want);
   return std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
 }
 double lse_limit(double tol, double want) { return tol * std::max(1.0, std::abs(want)); }
 }  // namespace
 
-CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions& opt, CaseInputs* inputs_out) {
+CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions& opt,
+                    CaseInputs* inputs_out) {
   const auto t0 = std::chrono::steady_clock::now();
   CaseResult res;
   res.spec = spec;
@@ -99,11 +105,12 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
       StepRecord rec;
       rec.expected = expected.step(s);
       impl.step(s, &rec.actual);
-      require(rec.actual.size() == static_cast<size_t>(spec.batch), impl.name(), " returned ", rec.actual.size(),
-              " rows, expected ", spec.batch);
+      require(rec.actual.size() == static_cast<size_t>(spec.batch), impl.name(), " returned ",
+              rec.actual.size(), " rows, expected ", spec.batch);
       for (int i = 0; i < spec.batch; ++i) {
         require(rec.actual[static_cast<size_t>(i)].size() == static_cast<size_t>(Hq), impl.name(),
-                " returned a row of ", rec.actual[static_cast<size_t>(i)].size(), " heads, expected ", Hq);
+                " returned a row of ", rec.actual[static_cast<size_t>(i)].size(),
+                " heads, expected ", Hq);
         for (int h = 0; h < Hq; ++h) {
           const auto& e = rec.expected[static_cast<size_t>(i)][static_cast<size_t>(h)];
           const auto& a = rec.actual[static_cast<size_t>(i)][static_cast<size_t>(h)];
@@ -112,14 +119,17 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
           const std::string where = msg("request ", i, " head ", h, " m ", m, ": ");
           ++hm.steps;
           hm.eligible += e.eligible;
-          hm.planted += in.requests[static_cast<size_t>(i)].planted[static_cast<size_t>(s) * Hq + h];
+          hm.planted +=
+              in.requests[static_cast<size_t>(i)].planted[static_cast<size_t>(s) * Hq + h];
           hm.hits += a.hit;
           hm.expected_hits += e.hit;
-          if (e.eligible && !std::isnan(e.margin)) hm.min_abs_margin = std::min(hm.min_abs_margin, std::abs(e.margin));
+          if (e.eligible && !std::isnan(e.margin))
+            hm.min_abs_margin = std::min(hm.min_abs_margin, std::abs(e.margin));
           if (a.hit != e.hit || (e.hit && a.match_pos != e.match_pos)) {
             ++hm.decision_mismatch;
-            fail(hm, where + msg("decision: got hit ", a.hit, " p ", a.match_pos, ", expected hit ", e.hit, " p ",
-                                 e.match_pos, " (nearest ", e.best_pos, ", d2 ", e.d2, ")"));
+            fail(hm, where + msg("decision: got hit ", a.hit, " p ", a.match_pos, ", expected hit ",
+                                 e.hit, " p ", e.match_pos, " (nearest ", e.best_pos, ", d2 ", e.d2,
+                                 ")"));
           }
           hm.keys_expected += e.keys_read;
           hm.keys_full += m + 1;
@@ -136,13 +146,16 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
           hm.max_abs_err = std::max(hm.max_abs_err, mabs);
           const double le = lse_err(a.lse, e.out.lse);
           hm.lse_err_max = std::max(hm.lse_err_max, le);
-          if (!(rl <= tol.out_rel_l2)) fail(hm, where + msg("output rel L2 ", rl, " > ", tol.out_rel_l2));
+          if (!(rl <= tol.out_rel_l2))
+            fail(hm, where + msg("output rel L2 ", rl, " > ", tol.out_rel_l2));
           if (!(le <= lse_limit(tol.lse, e.out.lse)))
-            fail(hm, where + msg("LSE error ", le, " (L = ", e.out.lse, ") > ", lse_limit(tol.lse, e.out.lse)));
+            fail(hm, where + msg("LSE error ", le, " (L = ", e.out.lse, ") > ",
+                                 lse_limit(tol.lse, e.out.lse)));
           double fa = 0;
-          hm.mac_vs_full_rel_l2_max = std::max(
-              hm.mac_vs_full_rel_l2_max, rel_l2(std::vector<double>(e.out.o.data(), e.out.o.data() + e.out.o.size()),
-                                                e.exact.o, &fa));
+          hm.mac_vs_full_rel_l2_max =
+              std::max(hm.mac_vs_full_rel_l2_max,
+                       rel_l2(std::vector<double>(e.out.o.data(), e.out.o.data() + e.out.o.size()),
+                              e.exact.o, &fa));
           if (a.entry_valid) {
             if (e.wrote_entry) {
               ++hm.entries_checked;
@@ -156,7 +169,8 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
                 if (!want_empty) rl2 = rel_l2(a.entry_o, e.entry.o);
                 hm.entry_rel_l2_max = std::max(hm.entry_rel_l2_max, rl2);
                 hm.entry_lse_err_max = std::max(hm.entry_lse_err_max, le2);
-                if (!(rl2 <= tol.entry_rel_l2)) fail(hm, where + msg("ring entry rel L2 ", rl2, " > ", tol.entry_rel_l2));
+                if (!(rl2 <= tol.entry_rel_l2))
+                  fail(hm, where + msg("ring entry rel L2 ", rl2, " > ", tol.entry_rel_l2));
                 if (!(le2 <= lse_limit(tol.entry_lse, e.entry.lse)))
                   fail(hm, where + msg("ring entry LSE ", a.entry_lse, ", expected ", e.entry.lse));
               }
@@ -181,7 +195,8 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
     // the root cause of later check failures: it comes first in the message.
     const std::string end_msg = impl.end();
     if (!end_msg.empty()) {
-      res.message = res.message.empty() ? end_msg : end_msg + " | first check failure: " + res.message;
+      res.message =
+          res.message.empty() ? end_msg : end_msg + " | first check failure: " + res.message;
       res.status = CaseStatus::kFail;
     }
     if (inputs_out) *inputs_out = std::move(in);

@@ -84,13 +84,15 @@ class ModelImpl final : public Implementation {
       rings_[i].assign(static_cast<size_t>(in.spec.Hq() * M), Slot{});
       const int64_t P = in.requests[i].prompt;
       for (int64_t p = P - M > 0 ? P - M : 0; p < P; ++p)
-        for (int h = 0; h < in.spec.Hq(); ++h) rings_[i][static_cast<size_t>(h * M + p % M)].pos = p;
+        for (int h = 0; h < in.spec.Hq(); ++h)
+          rings_[i][static_cast<size_t>(h * M + p % M)].pos = p;
     }
   }
 
   void step(int64_t s, StepOutput* out) override {
     out->assign(in_->requests.size(), {});
-    for (size_t i = 0; i < in_->requests.size(); ++i) step_request(i, in_->requests[i].prompt + s, &(*out)[i]);
+    for (size_t i = 0; i < in_->requests.size(); ++i)
+      step_request(i, in_->requests[i].prompt + s, &(*out)[i]);
   }
 
  private:
@@ -113,7 +115,8 @@ class ModelImpl final : public Implementation {
     auto& ring = rings_[i];
     auto slot = [&](int h, int64_t p) -> Slot& { return ring[static_cast<size_t>(h * M + p % M)]; };
     const bool ready = rq.ready || fault_ == Fault::kNoReadyGate;
-    const bool eligible = (fault_ == Fault::kGenMinOffByOne ? m > par.gen_min : m >= par.gen_min) && ready && m >= 1;
+    const bool eligible =
+        (fault_ == Fault::kGenMinOffByOne ? m > par.gen_min : m >= par.gen_min) && ready && m >= 1;
     auto entry_state = [&](int h, int64_t p) -> const S& {
       Slot& sl = slot(h, p);
       if (!sl.evaluated) {
@@ -197,38 +200,51 @@ class ModelImpl final : public Implementation {
 
 }  // namespace
 
-std::unique_ptr<Implementation> make_reference_impl(StateStorage st) { return std::make_unique<ReferenceImpl>(st); }
+std::unique_ptr<Implementation> make_reference_impl(StateStorage st) {
+  return std::make_unique<ReferenceImpl>(st);
+}
 std::unique_ptr<Implementation> make_model_impl(Fault f) { return std::make_unique<ModelImpl>(f); }
 
 const char* to_string(Fault f) {
   switch (f) {
-    case Fault::kNone: return "none";
-    case Fault::kTieNewer: return "tie-newer";
-    case Fault::kBandLate: return "band-late";
-    case Fault::kThresholdInclusive: return "threshold-inclusive";
-    case Fault::kWriteBeforeRead: return "write-before-read";
-    case Fault::kNoReadyGate: return "no-ready-gate";
-    case Fault::kSecondBest: return "second-best";
-    case Fault::kTailShort: return "tail-short";
-    case Fault::kDowndateEntry: return "downdate-entry";
-    case Fault::kGenMinOffByOne: return "gen-min-off-by-one";
+    case Fault::kNone:
+      return "none";
+    case Fault::kTieNewer:
+      return "tie-newer";
+    case Fault::kBandLate:
+      return "band-late";
+    case Fault::kThresholdInclusive:
+      return "threshold-inclusive";
+    case Fault::kWriteBeforeRead:
+      return "write-before-read";
+    case Fault::kNoReadyGate:
+      return "no-ready-gate";
+    case Fault::kSecondBest:
+      return "second-best";
+    case Fault::kTailShort:
+      return "tail-short";
+    case Fault::kDowndateEntry:
+      return "downdate-entry";
+    case Fault::kGenMinOffByOne:
+      return "gen-min-off-by-one";
   }
   return "?";
 }
 
 std::vector<Fault> all_faults() {
-  return {Fault::kTieNewer,       Fault::kBandLate,  Fault::kThresholdInclusive, Fault::kWriteBeforeRead,
-          Fault::kNoReadyGate,    Fault::kSecondBest, Fault::kTailShort,         Fault::kDowndateEntry,
-          Fault::kGenMinOffByOne};
+  return {Fault::kTieNewer,        Fault::kBandLate,      Fault::kThresholdInclusive,
+          Fault::kWriteBeforeRead, Fault::kNoReadyGate,   Fault::kSecondBest,
+          Fault::kTailShort,       Fault::kDowndateEntry, Fault::kGenMinOffByOne};
 }
 
 Fault parse_fault(const std::string& s) {
   if (s == "none") return Fault::kNone;
   for (Fault f : all_faults())
     if (s == to_string(f)) return f;
-  throw InputError(msg("fault = '", s, "' is unknown (none, tie-newer, band-late, threshold-inclusive, ",
-                       "write-before-read, no-ready-gate, second-best, tail-short, downdate-entry, ",
-                       "gen-min-off-by-one)"));
+  throw InputError(
+      msg("fault = '", s, "' is unknown (none, tie-newer, band-late, threshold-inclusive, ",
+          "write-before-read, no-ready-gate, second-best, tail-short, downdate-entry, ",
+          "gen-min-off-by-one)"));
 }
 
 }  // namespace mac::verify

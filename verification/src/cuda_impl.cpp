@@ -16,7 +16,9 @@ namespace {
 using namespace mac::cuda;
 
 void ck(const Status& s, const char* what) {
-  if (!s.ok()) throw std::runtime_error(std::string("CUDA: ") + what + ": " + to_string(s.code) + ": " + s.message);
+  if (!s.ok())
+    throw std::runtime_error(std::string("CUDA: ") + what + ": " + to_string(s.code) + ": " +
+                             s.message);
 }
 #define VCK(expr) ck((expr), #expr)
 
@@ -54,13 +56,17 @@ class CudaImpl final : public Implementation {
     std::vector<int> perm(static_cast<size_t>(pages));
     std::iota(perm.begin(), perm.end(), 0);
     for (int j = pages - 1; j > 0; --j)
-      std::swap(perm[static_cast<size_t>(j)],
-                perm[static_cast<size_t>(uniform01(c.seed, 99, static_cast<uint64_t>(j)) * (j + 1)) % (j + 1)]);
+      std::swap(
+          perm[static_cast<size_t>(j)],
+          perm[static_cast<size_t>(uniform01(c.seed, 99, static_cast<uint64_t>(j)) * (j + 1)) %
+               (j + 1)]);
     page_table_.assign(static_cast<size_t>(N_) * max_pages_, num_pages_ - 1);
     int k = 0;
     for (int i = 0; i < N_; ++i) {
-      const int np = static_cast<int>((in.requests[static_cast<size_t>(i)].layer.tokens + ps_ - 1) / ps_);
-      for (int j = 0; j < np; ++j) page_table_[static_cast<size_t>(i) * max_pages_ + j] = perm[static_cast<size_t>(k++)];
+      const int np =
+          static_cast<int>((in.requests[static_cast<size_t>(i)].layer.tokens + ps_ - 1) / ps_);
+      for (int j = 0; j < np; ++j)
+        page_table_[static_cast<size_t>(i) * max_pages_ + j] = perm[static_cast<size_t>(k++)];
     }
     const size_t kv_elems = static_cast<size_t>(num_pages_) * ps_ * c.Hkv * D_;
     std::vector<uint16_t> hk(kv_elems, 0x7fc0), hv(kv_elems, 0x7fc0);  // NaN poison
@@ -106,13 +112,16 @@ class CudaImpl final : public Implementation {
     slots_.resize(static_cast<size_t>(N_));
     for (int i = 0; i < N_; ++i) slots_[static_cast<size_t>(i)] = N_ - i;
     VCK(copy_to_device(b_.slot.data(), slots_.data(), static_cast<size_t>(N_) * 4, stream_));
-    std::vector<int32_t> rd(static_cast<size_t>(R_), 1), ea(static_cast<size_t>(R_), 7), eb(static_cast<size_t>(R_), 7);
+    std::vector<int32_t> rd(static_cast<size_t>(R_), 1), ea(static_cast<size_t>(R_), 7),
+        eb(static_cast<size_t>(R_), 7);
     int not_ready = 0;
     for (int i = 0; i < N_; ++i)
       if (!in.requests[static_cast<size_t>(i)].ready) {
         // Alternate the two ways of being not ready: ready = 0, or epochs that differ.
-        if (not_ready++ % 2 == 0) rd[static_cast<size_t>(slots_[static_cast<size_t>(i)])] = 0;
-        else eb[static_cast<size_t>(slots_[static_cast<size_t>(i)])] = 8;
+        if (not_ready++ % 2 == 0)
+          rd[static_cast<size_t>(slots_[static_cast<size_t>(i)])] = 0;
+        else
+          eb[static_cast<size_t>(slots_[static_cast<size_t>(i)])] = 8;
       }
     VCK(copy_to_device(b_.ready.data(), rd.data(), static_cast<size_t>(R_) * 4, stream_));
     VCK(copy_to_device(b_.epoch_a.data(), ea.data(), static_cast<size_t>(R_) * 4, stream_));
@@ -199,7 +208,8 @@ class CudaImpl final : public Implementation {
         for (int h = 0; h < Hq_; ++h) {
           const size_t e = static_cast<size_t>(p % M_) * Hq_ + h;
           bool qok = true;
-          for (int d = 0; d < D_; ++d) qok = qok && q[e * D_ + d] == ref::bf16_bits(rq.layer.q_pre_at(p, h)[d]);
+          for (int d = 0; d < D_; ++d)
+            qok = qok && q[e * D_ + d] == ref::bf16_bits(rq.layer.q_pre_at(p, h)[d]);
           const bool want_empty = prefix_end(p, c.r) <= c.F;
           const bool is_empty = !(l[e] > -std::numeric_limits<float>::infinity());
           bad_q += !qok;
@@ -207,8 +217,8 @@ class CudaImpl final : public Implementation {
           if ((!qok || want_empty != is_empty) && first_bad < 0) first_bad = p;
         }
       if ((bad_q || bad_l) && problem_.empty())
-        problem_ = msg("prefill entries of request ", i, ": ", bad_q, " with q̃ not a bit copy, ", bad_l,
-                       " with wrong emptiness (first at position ", first_bad, ")");
+        problem_ = msg("prefill entries of request ", i, ": ", bad_q, " with q̃ not a bit copy, ",
+                       bad_l, " with wrong emptiness (first at position ", first_bad, ")");
     }
   }
 
@@ -232,8 +242,10 @@ class CudaImpl final : public Implementation {
       VCK(copy_to_device(b_.v_cache.as<uint16_t>() + dst, tv.data(), tv.size() * 2, stream_));
       VCK(stream_synchronize(stream_));
       for (size_t e = 0; e < hd; ++e) {
-        qp[static_cast<size_t>(i) * hd + e] = ref::bf16_bits(rq.layer.q_post[static_cast<size_t>(m) * hd + e]);
-        qr[static_cast<size_t>(i) * hd + e] = ref::bf16_bits(rq.layer.q_pre[static_cast<size_t>(m) * hd + e]);
+        qp[static_cast<size_t>(i) * hd + e] =
+            ref::bf16_bits(rq.layer.q_post[static_cast<size_t>(m) * hd + e]);
+        qr[static_cast<size_t>(i) * hd + e] =
+            ref::bf16_bits(rq.layer.q_pre[static_cast<size_t>(m) * hd + e]);
       }
       len[static_cast<size_t>(i)] = static_cast<int32_t>(m + 1);
     }
@@ -241,10 +253,13 @@ class CudaImpl final : public Implementation {
     VCK(copy_to_device(b_.q_pre.data(), qr.data(), qr.size() * 2, stream_));
     VCK(copy_to_device(b_.kv_len.data(), len.data(), len.size() * 4, stream_));
     // Ring slot m mod M of every request before the step (not-ready rows must not change it).
-    std::vector<std::vector<uint16_t>> before_q(static_cast<size_t>(N_)), before_o(static_cast<size_t>(N_));
+    std::vector<std::vector<uint16_t>> before_q(static_cast<size_t>(N_)),
+        before_o(static_cast<size_t>(N_));
     std::vector<std::vector<float>> before_l(static_cast<size_t>(N_));
-    for (int i = 0; i < N_; ++i) read_slot(i, in_->requests[static_cast<size_t>(i)].prompt + s, &before_q[static_cast<size_t>(i)],
-                                           &before_o[static_cast<size_t>(i)], &before_l[static_cast<size_t>(i)]);
+    for (int i = 0; i < N_; ++i)
+      read_slot(i, in_->requests[static_cast<size_t>(i)].prompt + s,
+                &before_q[static_cast<size_t>(i)], &before_o[static_cast<size_t>(i)],
+                &before_l[static_cast<size_t>(i)]);
     VCK(stream_synchronize(stream_));
 
     const DecodeParams p = params();
@@ -306,7 +321,9 @@ class CudaImpl final : public Implementation {
         ho.full_bit_identical = same ? 1 : 0;
         ho.entry_valid = true;
         const size_t e0 = static_cast<size_t>(h) * D_;
-        bool changed = std::memcmp(&al[static_cast<size_t>(h)], &before_l[static_cast<size_t>(i)][static_cast<size_t>(h)], 4) != 0;
+        bool changed =
+            std::memcmp(&al[static_cast<size_t>(h)],
+                        &before_l[static_cast<size_t>(i)][static_cast<size_t>(h)], 4) != 0;
         bool q_exact = true;
         for (int d = 0; d < D_; ++d) {
           changed = changed || aq[e0 + d] != before_q[static_cast<size_t>(i)][e0 + d] ||
@@ -318,7 +335,8 @@ class CudaImpl final : public Implementation {
         ho.entry_written = rq.ready ? q_exact : changed;
         ho.entry_q_exact = q_exact;
         ho.entry_o.resize(static_cast<size_t>(D_));
-        for (int d = 0; d < D_; ++d) ho.entry_o[static_cast<size_t>(d)] = ref::bf16_from_bits(ao[e0 + d]);
+        for (int d = 0; d < D_; ++d)
+          ho.entry_o[static_cast<size_t>(d)] = ref::bf16_from_bits(ao[e0 + d]);
         ho.entry_lse = al[static_cast<size_t>(h)];
       }
     }
@@ -345,11 +363,15 @@ class CudaImpl final : public Implementation {
 
  private:
   size_t kv_index(int i, int64_t t) const {
-    const int page = page_table_[static_cast<size_t>(i) * max_pages_ + static_cast<size_t>(t / ps_)];
+    const int page =
+        page_table_[static_cast<size_t>(i) * max_pages_ + static_cast<size_t>(t / ps_)];
     return ((static_cast<size_t>(page) * ps_ + static_cast<size_t>(t % ps_)) * in_->spec.Hkv) * D_;
   }
-  void read_slot(int i, int64_t m, std::vector<uint16_t>* q, std::vector<uint16_t>* o, std::vector<float>* l) {
-    const size_t base = (static_cast<size_t>(slots_[static_cast<size_t>(i)]) * M_ + static_cast<size_t>(m % M_)) * Hq_;
+  void read_slot(int i, int64_t m, std::vector<uint16_t>* q, std::vector<uint16_t>* o,
+                 std::vector<float>* l) {
+    const size_t base =
+        (static_cast<size_t>(slots_[static_cast<size_t>(i)]) * M_ + static_cast<size_t>(m % M_)) *
+        Hq_;
     q->resize(static_cast<size_t>(Hq_) * D_);
     o->resize(q->size());
     l->resize(static_cast<size_t>(Hq_));
@@ -372,7 +394,7 @@ class CudaImpl final : public Implementation {
   const CaseInputs* in_ = nullptr;
   int N_ = 0, Hq_ = 0, D_ = 0, ps_ = 16, M_ = 0, R_ = 0, max_pages_ = 0, num_pages_ = 0;
   std::vector<int32_t> page_table_, slots_;
-  StepBuffers b_;                       // the step's arrays (MAC engine's outputs)
+  StepBuffers b_;                     // the step's arrays (MAC engine's outputs)
   DeviceBuffer out_full_, lse_full_;  // the full-attention engine's outputs
   std::unique_ptr<Engine> engine_, engine_full_;
   void* stream_ = nullptr;
@@ -382,7 +404,9 @@ class CudaImpl final : public Implementation {
 
 }  // namespace
 
-std::unique_ptr<Implementation> make_cuda_impl(int device) { return std::make_unique<CudaImpl>(device); }
+std::unique_ptr<Implementation> make_cuda_impl(int device) {
+  return std::make_unique<CudaImpl>(device);
+}
 bool cuda_available() { return cuda::cuda_device_present(); }
 
 }  // namespace mac::verify

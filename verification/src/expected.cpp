@@ -3,8 +3,8 @@
 #include "mac/ref/bf16.hpp"
 #include "mac/ref/match.hpp"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace mac::verify {
@@ -27,7 +27,8 @@ Expected::Expected(const CaseInputs& in, StateStorage storage) : in_(in), storag
 oracle::State Expected::store(const oracle::State& st) const {
   if (storage_ == StateStorage::kFull || st.is_empty()) return st;
   oracle::State r;
-  r.o = st.o.unaryExpr([](double x) { return static_cast<double>(ref::round_bf16(static_cast<float>(x))); });
+  r.o = st.o.unaryExpr(
+      [](double x) { return static_cast<double>(ref::round_bf16(static_cast<float>(x))); });
   r.lse = static_cast<double>(static_cast<float>(st.lse));
   return r;
 }
@@ -118,7 +119,8 @@ std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
 
   std::vector<ExpectedHead> heads(static_cast<size_t>(Hq));
   std::vector<oracle::SegmentQuery> queries;
-  std::vector<int> lazy_of(static_cast<size_t>(Hq), -1);  // query index of a lazily evaluated prefix
+  std::vector<int> lazy_of(static_cast<size_t>(Hq),
+                           -1);  // query index of a lazily evaluated prefix
   // 1–2. Eligibility and match (all heads read the ring before any write).
 #pragma omp parallel for schedule(dynamic)
   for (int h = 0; h < Hq; ++h) match_head(i, h, m, &heads[static_cast<size_t>(h)]);

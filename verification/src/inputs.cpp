@@ -35,7 +35,16 @@ inline float grid8(uint64_t seed, uint64_t stream, uint64_t index) {
   return static_cast<float>(static_cast<int>(hash3(seed, stream, index) % 33) - 16) / 8.0f;
 }
 
-enum Stream : uint64_t { kK = 1, kV = 2, kQpost = 3, kQpre = 4, kPlant = 5, kNoise = 6, kDir = 7, kTie = 8 };
+enum Stream : uint64_t {
+  kK = 1,
+  kV = 2,
+  kQpost = 3,
+  kQpre = 4,
+  kPlant = 5,
+  kNoise = 6,
+  kDir = 7,
+  kTie = 8
+};
 
 inline uint64_t stream(int request, Stream s) { return (static_cast<uint64_t>(request) << 8) | s; }
 
@@ -51,7 +60,8 @@ int64_t pick_lag(const CaseSpec& c, double u1, double u2) {
   std::stringstream ss(c.lags);
   std::string t;
   while (std::getline(ss, t, ',')) opts.push_back(t);
-  const std::string& o = opts[std::min(opts.size() - 1, static_cast<size_t>(u1 * static_cast<double>(opts.size())))];
+  const std::string& o =
+      opts[std::min(opts.size() - 1, static_cast<size_t>(u1 * static_cast<double>(opts.size())))];
   if (o == "u") return 1 + static_cast<int64_t>(u2 * static_cast<double>(c.M));
   if (o == "c") return 1 + static_cast<int64_t>(u2 * 4.0);
   if (o == "M") return c.M;
@@ -105,9 +115,11 @@ CaseInputs make_inputs(const CaseSpec& c) {
         float* v = L.v.data() + base;
         for (int d = 0; d < D; ++d) {
           float kv = normal(seed, stream(i, kK), base + d);
-          if (cancel_gap > 0) kv = 0.5f * kv + (t >= boost_from ? boost * dir[static_cast<size_t>(hk) * D + d] : 0.f);
+          if (cancel_gap > 0)
+            kv = 0.5f * kv + (t >= boost_from ? boost * dir[static_cast<size_t>(hk) * D + d] : 0.f);
           k[d] = ref::round_bf16(static_cast<float>(kv * logit_scale));
-          v[d] = ref::round_bf16(static_cast<float>(normal(seed, stream(i, kV), base + d) * v_scale));
+          v[d] =
+              ref::round_bf16(static_cast<float>(normal(seed, stream(i, kV), base + d) * v_scale));
         }
       }
       if (t < qlo) continue;
@@ -133,7 +145,8 @@ CaseInputs make_inputs(const CaseSpec& c) {
       const int64_t m = P + s;
       std::iota(perm.begin(), perm.end(), 0);
       for (int j = Hq - 1; j > 0; --j) {
-        const int k = static_cast<int>(uniform01(seed, stream(i, kPlant), static_cast<uint64_t>(s) * 1000 + j) * (j + 1));
+        const int k = static_cast<int>(
+            uniform01(seed, stream(i, kPlant), static_cast<uint64_t>(s) * 1000 + j) * (j + 1));
         std::swap(perm[static_cast<size_t>(j)], perm[static_cast<size_t>(std::min(k, j))]);
       }
       for (int n = 0; n < nhit; ++n) {
@@ -160,18 +173,21 @@ CaseInputs make_inputs(const CaseSpec& c) {
           std::vector<int> dims(static_cast<size_t>(D));
           std::iota(dims.begin(), dims.end(), 0);
           for (int j = D - 1; j > 0; --j) {
-            const int k = static_cast<int>(uniform01(seed, stream(i, kTie), key * 512 + j) * (j + 1));
+            const int k =
+                static_cast<int>(uniform01(seed, stream(i, kTie), key * 512 + j) * (j + 1));
             std::swap(dims[static_cast<size_t>(j)], dims[static_cast<size_t>(std::min(k, j))]);
           }
           const int ones = mode == "below" ? D / 2 - 1 : D / 2;
           int n0 = 0;
           for (; n0 < ones; ++n0) delta[static_cast<size_t>(dims[static_cast<size_t>(n0)])] = 1.f;
           if (mode == "below")
-            for (int j = 0; j < 3; ++j) delta[static_cast<size_t>(dims[static_cast<size_t>(n0 + j)])] = 0.5f;
+            for (int j = 0; j < 3; ++j)
+              delta[static_cast<size_t>(dims[static_cast<size_t>(n0 + j)])] = 0.5f;
           if (mode == "above") delta[static_cast<size_t>(dims[static_cast<size_t>(n0)])] = 0.125f;
           for (int d = 0; d < D; ++d) {
             const float sign = (hash3(seed, stream(i, kTie), key * 512 + 256 + d) & 1) ? 1.f : -1.f;
-            qm[d] = qp[d] + sign * delta[static_cast<size_t>(d)];  // exact: multiples of 1/8 below 4
+            qm[d] =
+                qp[d] + sign * delta[static_cast<size_t>(d)];  // exact: multiples of 1/8 below 4
           }
           continue;
         }
@@ -182,8 +198,9 @@ CaseInputs make_inputs(const CaseSpec& c) {
           // distances, and the older position (m − b) must win.
           const int64_t maxb = std::min<int64_t>(m, c.M);
           if (maxb > lag) {
-            const int64_t b = lag + 1 + static_cast<int64_t>(uniform01(seed, stream(i, kTie), key + 3) *
-                                                             static_cast<double>(maxb - lag));
+            const int64_t b = lag + 1 +
+                              static_cast<int64_t>(uniform01(seed, stream(i, kTie), key + 3) *
+                                                   static_cast<double>(maxb - lag));
             float* qb = L.q_pre.data() + (static_cast<size_t>(m - std::min(b, maxb)) * Hq + h) * D;
             std::copy(qp, qp + D, qb);
           }

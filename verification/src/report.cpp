@@ -21,43 +21,72 @@ constexpr int kVersion = 1;
 constexpr h5::Str kStringDatasets = h5::Str::kVariable;
 
 // Field tables: one place lists what the report holds per case and per head.
-struct I64Field { const char* name; int64_t CaseResult::*p; };
-struct F64Field { const char* name; double CaseResult::*p; };
+struct I64Field {
+  const char* name;
+  int64_t CaseResult::*p;
+};
+struct F64Field {
+  const char* name;
+  double CaseResult::*p;
+};
 const std::vector<I64Field>& case_i64() {
-  static const std::vector<I64Field> f = {
-      {"head_steps", &CaseResult::head_steps}, {"eligible", &CaseResult::eligible}, {"hits", &CaseResult::hits},
-      {"expected_hits", &CaseResult::expected_hits}, {"decision_mismatch", &CaseResult::decision_mismatch},
-      {"keys_read", &CaseResult::keys_read}, {"keys_expected", &CaseResult::keys_expected},
-      {"keys_full", &CaseResult::keys_full}, {"keys_mismatch", &CaseResult::keys_mismatch},
-      {"entries_checked", &CaseResult::entries_checked}, {"entry_mismatch", &CaseResult::entry_mismatch},
-      {"bit_checked", &CaseResult::bit_checked}, {"bit_mismatch", &CaseResult::bit_mismatch}};
+  static const std::vector<I64Field> f = {{"head_steps", &CaseResult::head_steps},
+                                          {"eligible", &CaseResult::eligible},
+                                          {"hits", &CaseResult::hits},
+                                          {"expected_hits", &CaseResult::expected_hits},
+                                          {"decision_mismatch", &CaseResult::decision_mismatch},
+                                          {"keys_read", &CaseResult::keys_read},
+                                          {"keys_expected", &CaseResult::keys_expected},
+                                          {"keys_full", &CaseResult::keys_full},
+                                          {"keys_mismatch", &CaseResult::keys_mismatch},
+                                          {"entries_checked", &CaseResult::entries_checked},
+                                          {"entry_mismatch", &CaseResult::entry_mismatch},
+                                          {"bit_checked", &CaseResult::bit_checked},
+                                          {"bit_mismatch", &CaseResult::bit_mismatch}};
   return f;
 }
 const std::vector<F64Field>& case_f64() {
   static const std::vector<F64Field> f = {
-      {"wall_s", &CaseResult::wall_s}, {"rel_l2_max", &CaseResult::rel_l2_max},
-      {"max_abs_err", &CaseResult::max_abs_err}, {"lse_err_max", &CaseResult::lse_err_max},
-      {"entry_rel_l2_max", &CaseResult::entry_rel_l2_max}, {"entry_lse_err_max", &CaseResult::entry_lse_err_max},
+      {"wall_s", &CaseResult::wall_s},
+      {"rel_l2_max", &CaseResult::rel_l2_max},
+      {"max_abs_err", &CaseResult::max_abs_err},
+      {"lse_err_max", &CaseResult::lse_err_max},
+      {"entry_rel_l2_max", &CaseResult::entry_rel_l2_max},
+      {"entry_lse_err_max", &CaseResult::entry_lse_err_max},
       {"mac_vs_full_rel_l2_max", &CaseResult::mac_vs_full_rel_l2_max}};
   return f;
 }
-struct HI64 { const char* name; int64_t HeadMetrics::*p; };
-struct HF64 { const char* name; double HeadMetrics::*p; };
+struct HI64 {
+  const char* name;
+  int64_t HeadMetrics::*p;
+};
+struct HF64 {
+  const char* name;
+  double HeadMetrics::*p;
+};
 const std::vector<HI64>& head_i64() {
-  static const std::vector<HI64> f = {
-      {"steps", &HeadMetrics::steps}, {"eligible", &HeadMetrics::eligible}, {"planted", &HeadMetrics::planted},
-      {"hits", &HeadMetrics::hits}, {"expected_hits", &HeadMetrics::expected_hits},
-      {"decision_mismatch", &HeadMetrics::decision_mismatch}, {"keys_read", &HeadMetrics::keys_read},
-      {"keys_expected", &HeadMetrics::keys_expected}, {"keys_full", &HeadMetrics::keys_full},
-      {"keys_mismatch", &HeadMetrics::keys_mismatch}, {"entries_checked", &HeadMetrics::entries_checked},
-      {"entry_mismatch", &HeadMetrics::entry_mismatch}, {"bit_checked", &HeadMetrics::bit_checked},
-      {"bit_mismatch", &HeadMetrics::bit_mismatch}};
+  static const std::vector<HI64> f = {{"steps", &HeadMetrics::steps},
+                                      {"eligible", &HeadMetrics::eligible},
+                                      {"planted", &HeadMetrics::planted},
+                                      {"hits", &HeadMetrics::hits},
+                                      {"expected_hits", &HeadMetrics::expected_hits},
+                                      {"decision_mismatch", &HeadMetrics::decision_mismatch},
+                                      {"keys_read", &HeadMetrics::keys_read},
+                                      {"keys_expected", &HeadMetrics::keys_expected},
+                                      {"keys_full", &HeadMetrics::keys_full},
+                                      {"keys_mismatch", &HeadMetrics::keys_mismatch},
+                                      {"entries_checked", &HeadMetrics::entries_checked},
+                                      {"entry_mismatch", &HeadMetrics::entry_mismatch},
+                                      {"bit_checked", &HeadMetrics::bit_checked},
+                                      {"bit_mismatch", &HeadMetrics::bit_mismatch}};
   return f;
 }
 const std::vector<HF64>& head_f64() {
   static const std::vector<HF64> f = {
-      {"rel_l2_max", &HeadMetrics::rel_l2_max}, {"max_abs_err", &HeadMetrics::max_abs_err},
-      {"lse_err_max", &HeadMetrics::lse_err_max}, {"entry_rel_l2_max", &HeadMetrics::entry_rel_l2_max},
+      {"rel_l2_max", &HeadMetrics::rel_l2_max},
+      {"max_abs_err", &HeadMetrics::max_abs_err},
+      {"lse_err_max", &HeadMetrics::lse_err_max},
+      {"entry_rel_l2_max", &HeadMetrics::entry_rel_l2_max},
       {"entry_lse_err_max", &HeadMetrics::entry_lse_err_max},
       {"mac_vs_full_rel_l2_max", &HeadMetrics::mac_vs_full_rel_l2_max},
       {"min_abs_margin", &HeadMetrics::min_abs_margin}};
@@ -78,7 +107,8 @@ std::string fnv1a_hex(const std::string& text) {
 }
 
 int Report::count(CaseStatus s) const {
-  return static_cast<int>(std::count_if(cases.begin(), cases.end(), [&](const CaseResult& c) { return c.status == s; }));
+  return static_cast<int>(std::count_if(cases.begin(), cases.end(),
+                                        [&](const CaseResult& c) { return c.status == s; }));
 }
 
 void write_report(const std::string& path, const Report& r) {
@@ -235,11 +265,13 @@ Report read_report(const std::string& path) {
   }
   for (const auto& fl : head_i64()) {
     const auto v = h5::read<int64_t>(g, fl.name);
-    for (size_t k = 0; k < v.size(); ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
+    for (size_t k = 0; k < v.size(); ++k)
+      r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
   }
   for (const auto& fl : head_f64()) {
     const auto v = h5::read<double>(g, fl.name);
-    for (size_t k = 0; k < v.size(); ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
+    for (size_t k = 0; k < v.size(); ++k)
+      r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
   }
   return r;
 }
@@ -250,18 +282,21 @@ Report merge_reports(const std::vector<Report>& shards) {
   out.meta = shards.front().meta;
   std::string shard_list;
   for (const auto& s : shards) {
-    require(s.meta.git_commit == out.meta.git_commit, "merge: git commits differ (", s.meta.git_commit, " vs ",
-            out.meta.git_commit, ")");
-    require(s.meta.mode == out.meta.mode, "merge: modes differ (", s.meta.mode, " vs ", out.meta.mode, ")");
-    require(s.meta.matrix_sha == out.meta.matrix_sha, "merge: matrices differ (", s.meta.matrix_sha, " vs ",
-            out.meta.matrix_sha, ")");
+    require(s.meta.git_commit == out.meta.git_commit, "merge: git commits differ (",
+            s.meta.git_commit, " vs ", out.meta.git_commit, ")");
+    require(s.meta.mode == out.meta.mode, "merge: modes differ (", s.meta.mode, " vs ",
+            out.meta.mode, ")");
+    require(s.meta.matrix_sha == out.meta.matrix_sha, "merge: matrices differ (", s.meta.matrix_sha,
+            " vs ", out.meta.matrix_sha, ")");
     out.meta.wall_s = std::max(out.meta.wall_s, s.meta.wall_s);
     shard_list += (shard_list.empty() ? "" : ",") + s.meta.shard;
-    if (s.meta.device != out.meta.device && out.meta.device.find(s.meta.device) == std::string::npos)
+    if (s.meta.device != out.meta.device &&
+        out.meta.device.find(s.meta.device) == std::string::npos)
       out.meta.device += "; " + s.meta.device;
     for (const auto& c : s.cases) out.cases.push_back(c);
   }
-  std::sort(out.cases.begin(), out.cases.end(), [](const CaseResult& a, const CaseResult& b) { return a.spec.id < b.spec.id; });
+  std::sort(out.cases.begin(), out.cases.end(),
+            [](const CaseResult& a, const CaseResult& b) { return a.spec.id < b.spec.id; });
   for (size_t i = 1; i < out.cases.size(); ++i)
     require(out.cases[i].spec.id != out.cases[i - 1].spec.id, "merge: case ", out.cases[i].spec.id,
             " appears in more than one report");
@@ -300,28 +335,34 @@ std::string summary_table(const Report& r) {
   }
   std::ostringstream os;
   char b[512];
-  std::snprintf(b, sizeof b, "mac-verify: %s on %s, commit %s, %s\n", r.meta.impl.c_str(), r.meta.device.c_str(),
-                r.meta.git_commit.c_str(), r.meta.subset.c_str());
+  std::snprintf(b, sizeof b, "mac-verify: %s on %s, commit %s, %s\n", r.meta.impl.c_str(),
+                r.meta.device.c_str(), r.meta.git_commit.c_str(), r.meta.subset.c_str());
   os << b;
-  std::snprintf(b, sizeof b, "%-12s %5s %5s %5s %5s %5s %9s %7s %6s %7s %10s %10s %10s %10s %8s\n", "family", "cases",
-                "pass", "FAIL", "skip", "ERR", "headsteps", "hit%", "dmis", "kv%", "relL2max", "maxabs", "lseerr",
-                "entryL2", "case_s");
+  std::snprintf(b, sizeof b, "%-12s %5s %5s %5s %5s %5s %9s %7s %6s %7s %10s %10s %10s %10s %8s\n",
+                "family", "cases", "pass", "FAIL", "skip", "ERR", "headsteps", "hit%", "dmis",
+                "kv%", "relL2max", "maxabs", "lseerr", "entryL2", "case_s");
   os << b;
   auto line = [&](const std::string& name, const Row& w) {
-    std::snprintf(b, sizeof b, "%-12s %5d %5d %5d %5d %5d %9lld %6.1f%% %6lld %6.1f%% %10.3e %10.3e %10.3e %10.3e %8.1f\n",
-                  name.c_str(), w.n, w.pass, w.fail, w.skip, w.err, static_cast<long long>(w.head_steps),
-                  w.head_steps ? 100.0 * static_cast<double>(w.hits) / static_cast<double>(w.head_steps) : 0.0,
-                  static_cast<long long>(w.mism),
-                  w.keys_full ? 100.0 * static_cast<double>(w.keys) / static_cast<double>(w.keys_full) : 0.0, w.rel,
-                  w.abs, w.lse, w.erel, w.wall);
+    std::snprintf(
+        b, sizeof b,
+        "%-12s %5d %5d %5d %5d %5d %9lld %6.1f%% %6lld %6.1f%% %10.3e %10.3e %10.3e %10.3e %8.1f\n",
+        name.c_str(), w.n, w.pass, w.fail, w.skip, w.err, static_cast<long long>(w.head_steps),
+        w.head_steps ? 100.0 * static_cast<double>(w.hits) / static_cast<double>(w.head_steps)
+                     : 0.0,
+        static_cast<long long>(w.mism),
+        w.keys_full ? 100.0 * static_cast<double>(w.keys) / static_cast<double>(w.keys_full) : 0.0,
+        w.rel, w.abs, w.lse, w.erel, w.wall);
     os << b;
   };
   for (const auto& [k, w] : fam) line(k, w);
   line("TOTAL", tot);
-  std::snprintf(b, sizeof b,
-                "tolerances: out rel L2 <= %.3g, |dL| <= %.3g*max(1,|L|), entry rel L2 <= %.3g%s; wall %.1fs\n",
-                r.meta.tol.out_rel_l2, r.meta.tol.lse, r.meta.tol.entry_rel_l2,
-                r.meta.tol.out_rel_l2 >= 1e-3 ? "" : " (rel L2 limits x max(1, s^2/64) for logits:s cases)", r.meta.wall_s);
+  std::snprintf(
+      b, sizeof b,
+      "tolerances: out rel L2 <= %.3g, |dL| <= %.3g*max(1,|L|), entry rel L2 <= %.3g%s; wall "
+      "%.1fs\n",
+      r.meta.tol.out_rel_l2, r.meta.tol.lse, r.meta.tol.entry_rel_l2,
+      r.meta.tol.out_rel_l2 >= 1e-3 ? "" : " (rel L2 limits x max(1, s^2/64) for logits:s cases)",
+      r.meta.wall_s);
   os << b;
   // Failing cases by the kind of their first failure.
   std::map<std::string, int> kinds;
@@ -329,8 +370,8 @@ std::string summary_table(const Report& r) {
     if (c.status != CaseStatus::kFail && c.status != CaseStatus::kError) continue;
     const std::string& m = c.message;
     std::string k = "other";
-    for (const char* key : {"decision", "keys read", "output rel L2", "LSE error", "ring entry", "prefill entries",
-                            "device error flags", "bit-identical", "CUDA"})
+    for (const char* key : {"decision", "keys read", "output rel L2", "LSE error", "ring entry",
+                            "prefill entries", "device error flags", "bit-identical", "CUDA"})
       if (m.find(key) != std::string::npos) {
         k = key;
         break;
@@ -346,16 +387,19 @@ std::string summary_table(const Report& r) {
   int shown = 0;
   for (const auto& c : r.cases) {
     if (c.status != CaseStatus::kFail && c.status != CaseStatus::kError) continue;
-    if (shown++ < 40) os << "  [" << to_string(c.status) << "] " << c.spec.describe() << "\n      " << c.message << "\n";
+    if (shown++ < 40)
+      os << "  [" << to_string(c.status) << "] " << c.spec.describe() << "\n      " << c.message
+         << "\n";
   }
   if (shown > 40) os << "  ... and " << shown - 40 << " more failing cases\n";
-  os << (r.ok() ? "RESULT: PASS" : "RESULT: FAIL") << " (" << r.count(CaseStatus::kPass) << " passed, "
-     << r.count(CaseStatus::kFail) << " failed, " << r.count(CaseStatus::kError) << " errors, "
-     << r.count(CaseStatus::kSkip) << " skipped)\n";
+  os << (r.ok() ? "RESULT: PASS" : "RESULT: FAIL") << " (" << r.count(CaseStatus::kPass)
+     << " passed, " << r.count(CaseStatus::kFail) << " failed, " << r.count(CaseStatus::kError)
+     << " errors, " << r.count(CaseStatus::kSkip) << " skipped)\n";
   return os.str();
 }
 
-void write_failure_file(const std::string& path, const CaseResult& res, const ReportMeta& meta, size_t max_input_bytes) {
+void write_failure_file(const std::string& path, const CaseResult& res, const ReportMeta& meta,
+                        size_t max_input_bytes) {
   const CaseInputs in = make_inputs(res.spec);
   tools::write_atomically(path, [&](const std::string& tmp) {
     const h5::Handle file = h5::create_file(tmp);
@@ -370,7 +414,8 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
     h5::write_attr(f, "impl", meta.impl);
     size_t bytes = 0;
     for (const auto& rq : in.requests)
-      bytes += 4 * (rq.layer.q_pre.size() + rq.layer.q_post.size() + rq.layer.k.size() + rq.layer.v.size());
+      bytes += 4 * (rq.layer.q_pre.size() + rq.layer.q_post.size() + rq.layer.k.size() +
+                    rq.layer.v.size());
     h5::write_attr(f, "inputs_stored", int64_t{bytes <= max_input_bytes ? 1 : 0});
     const int N = res.spec.batch, Hq = res.spec.Hq(), D = res.spec.D;
     for (int i = 0; i < N; ++i) {
@@ -382,10 +427,14 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
       h5::write_attr(g, "ready", int64_t{rq.ready ? 1 : 0});
       if (bytes <= max_input_bytes) {
         const hsize_t T = static_cast<hsize_t>(rq.layer.tokens);
-        h5::write(g, "q_pre", {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)}, rq.layer.q_pre);
-        h5::write(g, "q_post", {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)}, rq.layer.q_post);
-        h5::write(g, "k", {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)}, rq.layer.k);
-        h5::write(g, "v", {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)}, rq.layer.v);
+        h5::write(g, "q_pre", {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)},
+                  rq.layer.q_pre);
+        h5::write(g, "q_post", {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)},
+                  rq.layer.q_post);
+        h5::write(g, "k", {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)},
+                  rq.layer.k);
+        h5::write(g, "v", {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)},
+                  rq.layer.v);
       }
       // Outputs per step: [S, Hq] and [S, Hq, D].
       const size_t S = res.steps.size();
@@ -413,13 +462,17 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
           for (int d = 0; d < D; ++d) {
             eout.push_back(e.out.o[d]);
             xout.push_back(e.exact.o[d]);
-            aout.push_back(static_cast<size_t>(d) < a.o.size() ? a.o[static_cast<size_t>(d)] : std::nan(""));
+            aout.push_back(static_cast<size_t>(d) < a.o.size() ? a.o[static_cast<size_t>(d)]
+                                                               : std::nan(""));
             eent.push_back(e.entry.o.size() ? e.entry.o[d] : 0.0);
-            aent.push_back(static_cast<size_t>(d) < a.entry_o.size() ? a.entry_o[static_cast<size_t>(d)] : std::nan(""));
+            aent.push_back(static_cast<size_t>(d) < a.entry_o.size()
+                               ? a.entry_o[static_cast<size_t>(d)]
+                               : std::nan(""));
           }
         }
       }
-      const std::vector<hsize_t> sh = {S, static_cast<hsize_t>(Hq)}, shd = {S, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)};
+      const std::vector<hsize_t> sh = {S, static_cast<hsize_t>(Hq)},
+                                 shd = {S, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)};
       h5::write(g, "position", position);
       h5::write(g, "expected_hit", sh, ehit);
       h5::write(g, "actual_hit", sh, ahit);

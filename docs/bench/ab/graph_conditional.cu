@@ -11,7 +11,8 @@
 // it measures the graph's latencies only).
 //
 // Standalone: nvcc -arch=sm_90 -O2 -std=c++17 -o graph_conditional graph_conditional.cu
-// Run: ./graph_conditional [reps]   (prints CSV: variant,k1_ns,amend_ns,combine_ns,median_us,p10_us,p90_us)
+// Run: ./graph_conditional [reps]   (prints CSV:
+// variant,k1_ns,amend_ns,combine_ns,median_us,p10_us,p90_us)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -68,7 +69,8 @@ struct Shape {
 };
 
 // pdl: launched as a programmatic dependent of the kernel before it in the stream.
-void launch(cudaStream_t s, const Shape& k, bool pdl, int wait, SetCond sc = {0, kSetNone, nullptr}) {
+void launch(cudaStream_t s, const Shape& k, bool pdl, int wait,
+            SetCond sc = {0, kSetNone, nullptr}) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -188,8 +190,10 @@ int main(int argc, char** argv) {
   int drv = 0, rt = 0;
   CU(cudaDriverGetVersion(&drv));
   CU(cudaRuntimeGetVersion(&rt));
-  std::printf("# device: %s (%d SMs), driver %d, runtime %d; %d timed replays after 20 warm-up, each alone\n",
-              prop.name, prop.multiProcessorCount, drv, rt, reps);
+  std::printf(
+      "# device: %s (%d SMs), driver %d, runtime %d; %d timed replays after 20 warm-up, each "
+      "alone\n",
+      prop.name, prop.multiProcessorCount, drv, rt, reps);
   std::printf("variant,k1_ns,amend_ns,combine_ns,median_us,p10_us,p90_us\n");
   cudaStream_t s, s2;
   CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -210,7 +214,8 @@ int main(int argc, char** argv) {
       cudaGraphExec_t ge;
       const cudaError_t e = cudaGraphInstantiate(&ge, g, 0);
       if (e != cudaSuccess) {
-        std::printf("%s,%d,%d,%d,instantiate failed: %s,,\n", name, d[0], d[1], d[2], cudaGetErrorString(e));
+        std::printf("%s,%d,%d,%d,instantiate failed: %s,,\n", name, d[0], d[1], d[2],
+                    cudaGetErrorString(e));
         (void)cudaGetLastError();
         return;
       }
@@ -230,7 +235,8 @@ int main(int argc, char** argv) {
       amend_first_join(s, st, true, ev);
       const cudaError_t e = cudaStreamEndCapture(s, &g);
       if (e != cudaSuccess) {
-        std::printf("amend_first_join_pdl,%d,%d,%d,capture failed: %s,,\n", d[0], d[1], d[2], cudaGetErrorString(e));
+        std::printf("amend_first_join_pdl,%d,%d,%d,capture failed: %s,,\n", d[0], d[1], d[2],
+                    cudaGetErrorString(e));
         (void)cudaGetLastError();
       } else {
         report("amend_first_join_pdl", g);

@@ -2,19 +2,21 @@
 
 #include "mac/ref/common.hpp"
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 namespace mac::tools {
 
-void write_atomically(const std::string& path, const std::function<void(const std::string&)>& write) {
+void write_atomically(const std::string& path,
+                      const std::function<void(const std::string&)>& write) {
   namespace fs = std::filesystem;
   require(!path.empty(), "output path is empty");
   const fs::path p(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  require(fs::is_directory(dir), "output directory '", dir.string(), "' of '", path, "' does not exist");
+  require(fs::is_directory(dir), "output directory '", dir.string(), "' of '", path,
+          "' does not exist");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
     write(tmp);

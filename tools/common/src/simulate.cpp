@@ -21,10 +21,10 @@ Precision parse_precision(const std::string& s) {
 
 void SimConfig::validate(const ref::LayerData& layer) const {
   params.validate();
-  require(prefill >= 1 && prefill < layer.tokens, "prefill P = ", prefill, " must be in [1, ", layer.tokens - 1,
-          "] (the layer has ", layer.tokens, " tokens)");
-  require(steps >= 0 && prefill + steps <= layer.tokens, "steps = ", steps, " with prefill ", prefill,
-          " runs past the layer's ", layer.tokens, " tokens");
+  require(prefill >= 1 && prefill < layer.tokens, "prefill P = ", prefill, " must be in [1, ",
+          layer.tokens - 1, "] (the layer has ", layer.tokens, " tokens)");
+  require(steps >= 0 && prefill + steps <= layer.tokens, "steps = ", steps, " with prefill ",
+          prefill, " runs past the layer's ", layer.tokens, " tokens");
 }
 
 int64_t SimConfig::num_steps(const ref::LayerData& layer) const {
@@ -77,9 +77,12 @@ SimSummary run(const ref::LayerData& layer, double scale, const SimConfig& cfg,
       r.hit = hs.hit;
       r.best_pos = hs.match.best_pos;
       r.match_pos = hs.match_pos;
-      r.d2 = hs.match.has_candidate ? static_cast<double>(hs.match.d2) : std::numeric_limits<double>::quiet_NaN();
-      r.d2_fp64 = hs.match.has_candidate ? hs.match.d2_fp64 : std::numeric_limits<double>::quiet_NaN();
-      r.margin = hs.match.has_candidate ? hs.match.margin : std::numeric_limits<double>::quiet_NaN();
+      r.d2 = hs.match.has_candidate ? static_cast<double>(hs.match.d2)
+                                    : std::numeric_limits<double>::quiet_NaN();
+      r.d2_fp64 =
+          hs.match.has_candidate ? hs.match.d2_fp64 : std::numeric_limits<double>::quiet_NaN();
+      r.margin =
+          hs.match.has_candidate ? hs.match.margin : std::numeric_limits<double>::quiet_NaN();
       r.band_begin = hs.band_begin;
       r.band_end = hs.band_end;
       r.sink_end = hs.sink_end;
@@ -114,7 +117,8 @@ SimSummary run(const ref::LayerData& layer, double scale, const SimConfig& cfg,
       sum.head_keys_read[static_cast<size_t>(h)] += r.keys_read;
       if (orc) {
         sum.rel_l2.push_back(r.rel_l2);
-        sum.head_max_rel_l2[static_cast<size_t>(h)] = std::max(sum.head_max_rel_l2[static_cast<size_t>(h)], r.rel_l2);
+        sum.head_max_rel_l2[static_cast<size_t>(h)] =
+            std::max(sum.head_max_rel_l2[static_cast<size_t>(h)], r.rel_l2);
         sum.max_abs = std::max(sum.max_abs, r.max_abs);
         sum.max_lse_err = std::max(sum.max_lse_err, r.lse_err);
         sum.max_ref_rel_l2 = std::max(sum.max_ref_rel_l2, r.ref_rel_l2);

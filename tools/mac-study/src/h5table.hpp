@@ -25,7 +25,7 @@ struct Table {
   void write_group(hid_t file, const std::string& group) const;
 };
 
-std::string fmt(double v);   //!< %.6g, "nan"/"inf" for non-finite
+std::string fmt(double v);  //!< %.6g, "nan"/"inf" for non-finite
 std::string fmt(int64_t v);
 
 }  // namespace mac::study

@@ -7,8 +7,8 @@
 #include "mac/tools/files.hpp"
 #include "mac/tools/progress.hpp"
 
-#include <Eigen/Core>
 #include <omp.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <chrono>
@@ -39,7 +39,9 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // ---------------------------------------------------------------------------------
 
 namespace {
-double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+double sigmoid(double x) {
+  return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+}
 }  // namespace
 
 double mass_shift_bound(double rho, double a, double b) {
@@ -55,7 +57,8 @@ double drift_bound(const BoundInputs& in) {
   //                 ≤ 2·Vmax·[(1−ρ)·tanh(W/4) + max_c |σ(logit ρ + c) − ρ|].
   const double W = in.delta_max - in.delta_min;
   return 2.0 * in.v_max *
-         ((1.0 - in.rho) * std::tanh(W / 4.0) + mass_shift_bound(in.rho, in.delta_min, in.delta_max));
+         ((1.0 - in.rho) * std::tanh(W / 4.0) +
+          mass_shift_bound(in.rho, in.delta_min, in.delta_max));
 }
 
 double paper_bound(const BoundInputs& in) {
@@ -68,8 +71,11 @@ double paper_bound(const BoundInputs& in) {
 // ---------------------------------------------------------------------------------
 
 ChainTracker::ChainTracker(int64_t ring, int64_t tail, int64_t sinks)
-    : ring_(ring), tail_(tail), sinks_(sinks),
-      slot_pos_(static_cast<size_t>(ring), -1), slot_node_(static_cast<size_t>(ring), -1) {}
+    : ring_(ring),
+      tail_(tail),
+      sinks_(sinks),
+      slot_pos_(static_cast<size_t>(ring), -1),
+      slot_node_(static_cast<size_t>(ring), -1) {}
 
 void ChainTracker::prefill(int64_t p) {
   const int64_t e = prefix_end(p, tail_);
@@ -92,7 +98,8 @@ const ChainNode& ChainTracker::step(int64_t m, int64_t hit_pos) {
   if (hit_pos >= 0) {
     // Read before write: the slot of m may hold hit_pos itself (lag M).
     const auto s = static_cast<size_t>(hit_pos % ring_);
-    require(slot_pos_[s] == hit_pos, "chain tracker: no entry for the hit on position ", hit_pos, " at m = ", m);
+    require(slot_pos_[s] == hit_pos, "chain tracker: no entry for the hit on position ", hit_pos,
+            " at m = ", m);
     const auto& parent = nodes_[static_cast<size_t>(slot_node_[s])];
     n.begin = prefix_end(hit_pos, tail_);
     n.parent = slot_node_[s];
@@ -117,12 +124,13 @@ std::vector<ChainNode> ChainTracker::segments(int64_t p) const {
   return out;
 }
 
-std::pair<double, double> drift_range(const ref::LayerData& layer, int64_t h, double scale, int64_t m,
-                                      const std::vector<ChainNode>& segments) {
+std::pair<double, double> drift_range(const ref::LayerData& layer, int64_t h, double scale,
+                                      int64_t m, const std::vector<ChainNode>& segments) {
   const Eigen::Index D = layer.head_dim;
   const int64_t hk = h / layer.group_size();
-  using RowMapF = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
-                             Eigen::OuterStride<>>;
+  using RowMapF =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                 Eigen::OuterStride<>>;
   const Eigen::Index stride = layer.num_kv_heads * D;
   const Eigen::Map<const Eigen::VectorXf> qm(layer.q_post_at(m, h), D);
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
@@ -131,7 +139,8 @@ std::pair<double, double> drift_range(const ref::LayerData& layer, int64_t h, do
     if (sg.end <= sg.begin) continue;
     // δ_t = s·(q_m − q_c)·k_t: the difference is formed in FP32 from BF16-exact inputs
     // (exact: both are BF16), the dot products in FP32 (relative error ~1e-7 of |δ|).
-    u = (qm - Eigen::Map<const Eigen::VectorXf>(layer.q_post_at(sg.qpos, h), D)) * static_cast<float>(scale);
+    u = (qm - Eigen::Map<const Eigen::VectorXf>(layer.q_post_at(sg.qpos, h), D)) *
+        static_cast<float>(scale);
     const RowMapF k(layer.k_at(sg.begin, hk), sg.end - sg.begin, D, Eigen::OuterStride<>(stride));
     x.noalias() = k * u;
     lo = std::min(lo, static_cast<double>(x.minCoeff()));
@@ -171,11 +180,11 @@ std::string num(double v) {
 std::string RunSpec::key() const {
   // The trace path is recorded in the run file but is not part of the identity: the data
   // fingerprint is (the same data under another name is the same run).
-  return msg("v", kRunVersion, ";fingerprint=", fingerprint, ";layer=", layer, ";tau=", num(params.tau),
-             ";ring=", params.ring, ";tail=", params.tail, ";sinks=", params.sinks, ";gen_min=", params.gen_min,
-             ";variant=", to_string(variant), ";storage=", to_string(storage),
-             ";precision=", tools::to_string(precision), ";prefill=", prefill, ";steps=", steps,
-             ";bound=", bound ? 1 : 0);
+  return msg("v", kRunVersion, ";fingerprint=", fingerprint, ";layer=", layer,
+             ";tau=", num(params.tau), ";ring=", params.ring, ";tail=", params.tail,
+             ";sinks=", params.sinks, ";gen_min=", params.gen_min, ";variant=", to_string(variant),
+             ";storage=", to_string(storage), ";precision=", tools::to_string(precision),
+             ";prefill=", prefill, ";steps=", steps, ";bound=", bound ? 1 : 0);
 }
 
 std::string RunSpec::hash() const {
@@ -184,7 +193,8 @@ std::string RunSpec::hash() const {
 }
 
 std::string layer_fingerprint(const ref::LayerData& l, int64_t tokens) {
-  require(tokens >= 0 && tokens <= l.tokens, "fingerprint: tokens = ", tokens, " outside [0, ", l.tokens, "]");
+  require(tokens >= 0 && tokens <= l.tokens, "fingerprint: tokens = ", tokens, " outside [0, ",
+          l.tokens, "]");
   uint64_t h = 1469598103934665603ull;
   const int64_t shape[4] = {tokens, l.num_q_heads, l.num_kv_heads, l.head_dim};
   h = fnv1a(shape, sizeof shape, h);
@@ -210,7 +220,8 @@ void RunResult::resize(int64_t S, int64_t hq) {
   lag.assign(n, -1);
   keys_read.assign(n, 0);
   depth.assign(n, 0);
-  for (auto* v : {&rel_l2, &max_abs, &lse_err, &abs_l2, &delta_min, &delta_max, &rho, &rho_mac, &bound, &bound_paper})
+  for (auto* v : {&rel_l2, &max_abs, &lse_err, &abs_l2, &delta_min, &delta_max, &rho, &rho_mac,
+                  &bound, &bound_paper})
     v->assign(n, kNaN);
 }
 
@@ -251,8 +262,8 @@ void ExactCache::fill_v_norms(const ref::LayerData& layer) {
   }
 }
 
-ExactCache ExactCache::compute(const ref::LayerData& layer, double scale, int64_t prefill, int64_t steps,
-                               bool progress, const std::string& label) {
+ExactCache ExactCache::compute(const ref::LayerData& layer, double scale, int64_t prefill,
+                               int64_t steps, bool progress, const std::string& label) {
   ExactCache c;
   c.prefill = prefill;
   c.steps = steps;
@@ -266,7 +277,8 @@ ExactCache ExactCache::compute(const ref::LayerData& layer, double scale, int64_
     for (int64_t h = 0; h < c.heads; ++h) {
       const auto& s = st[static_cast<size_t>(h)];
       c.lse[static_cast<size_t>(i * c.heads + h)] = s.lse;
-      std::copy(s.o.data(), s.o.data() + c.head_dim, c.out.begin() + (i * c.heads + h) * c.head_dim);
+      std::copy(s.o.data(), s.o.data() + c.head_dim,
+                c.out.begin() + (i * c.heads + h) * c.head_dim);
     }
     prog.update(i + 1);
   }
@@ -275,8 +287,8 @@ ExactCache ExactCache::compute(const ref::LayerData& layer, double scale, int64_
   return c;
 }
 
-RunResult execute_run(const ref::LayerData& layer, double scale, const RunSpec& spec, const ExactCache& exact,
-                      const std::function<void(int64_t)>& on_steps) {
+RunResult execute_run(const ref::LayerData& layer, double scale, const RunSpec& spec,
+                      const ExactCache& exact, const std::function<void(int64_t)>& on_steps) {
   const auto t0 = std::chrono::steady_clock::now();
   const double c0 = thread_cpu_seconds();
   tools::SimConfig cfg;
@@ -289,16 +301,19 @@ RunResult execute_run(const ref::LayerData& layer, double scale, const RunSpec& 
   cfg.oracle = false;  // exact full attention comes from the shared cache
   cfg.progress = false;
   cfg.validate(layer);
-  const int64_t S = cfg.num_steps(layer), Hq = layer.num_q_heads, D = layer.head_dim, G = layer.group_size();
+  const int64_t S = cfg.num_steps(layer), Hq = layer.num_q_heads, D = layer.head_dim,
+                G = layer.group_size();
   const int64_t Hkv = layer.num_kv_heads;
-  require(exact.prefill == spec.prefill && exact.steps == S && exact.heads == Hq && exact.head_dim == D,
-          "exact cache does not match the run (prefill ", exact.prefill, " vs ", spec.prefill, ", steps ", exact.steps,
-          " vs ", S, ")");
+  require(
+      exact.prefill == spec.prefill && exact.steps == S && exact.heads == Hq && exact.head_dim == D,
+      "exact cache does not match the run (prefill ", exact.prefill, " vs ", spec.prefill,
+      ", steps ", exact.steps, " vs ", S, ")");
   RunResult r;
   r.spec = spec;
   r.resize(S, Hq);
   const int64_t M = spec.params.ring;
-  std::vector<ChainTracker> chains(static_cast<size_t>(Hq), ChainTracker(M, spec.params.tail, spec.params.sinks));
+  std::vector<ChainTracker> chains(static_cast<size_t>(Hq),
+                                   ChainTracker(M, spec.params.tail, spec.params.sinks));
   for (int64_t p = std::max<int64_t>(0, spec.prefill - M); p < spec.prefill; ++p)
     for (auto& c : chains) c.prefill(p);
 
@@ -314,8 +329,8 @@ RunResult execute_run(const ref::LayerData& layer, double scale, const RunSpec& 
       std::vector<ChainNode> segs;
       if (hr.hit && spec.bound) segs = chain.segments(hr.match_pos);
       const auto& node = chain.step(m, hr.hit ? hr.match_pos : -1);
-      require(node.depth == hr.depth, "chain depth bookkeeping: tracker says ", node.depth, ", stepper says ",
-              hr.depth, " at m = ", m, ", head ", h);
+      require(node.depth == hr.depth, "chain depth bookkeeping: tracker says ", node.depth,
+              ", stepper says ", hr.depth, " at m = ", m, ", head ", h);
       r.hit[k] = hr.hit ? 1 : 0;
       r.lag[k] = hr.hit ? m - hr.match_pos : -1;
       r.keys_read[k] = hr.keys_read;
@@ -335,7 +350,8 @@ RunResult execute_run(const ref::LayerData& layer, double scale, const RunSpec& 
         // MAC's recomputed mass ρ̃ = 1 − e^{L_prefix − L_out}; the recomputed part R is exact
         // (up to the stepper's rounding), so its LSE is L_out + ln ρ̃ and ρ = e^{L_R − L_full}.
         const double rho_mac = -std::expm1(hr.prefix.lse - hr.out.lse);
-        const double rho = rho_mac > 0 ? std::min(1.0, std::exp(hr.out.lse + std::log(rho_mac) - ex_lse)) : 0.0;
+        const double rho =
+            rho_mac > 0 ? std::min(1.0, std::exp(hr.out.lse + std::log(rho_mac) - ex_lse)) : 0.0;
         const int64_t hk = h / G;
         double vsum = 0;
         int64_t nkeys = 0;
@@ -435,7 +451,8 @@ RunResult read_run(const std::string& path) {
   require(h5::has_attr(id, "schema") && h5::attr_string(id, "schema") == kRunSchema, "'", path,
           "' is not a mac-study run file");
   require(h5::attr_int64(id, "version") == kRunVersion, "'", path, "': unknown version");
-  require(h5::has_attr(id, "complete") && h5::attr_int64(id, "complete") == 1, "'", path, "' is incomplete");
+  require(h5::has_attr(id, "complete") && h5::attr_int64(id, "complete") == 1, "'", path,
+          "' is incomplete");
   RunResult r;
   auto& s = r.spec;
   s.trace = h5::attr_string(id, "trace");
@@ -488,8 +505,9 @@ bool run_complete(const std::string& path, const RunSpec& spec) {
   try {
     const h5::Handle f = h5::open_file(path);
     const hid_t id = f.get();
-    return h5::has_attr(id, "schema") && h5::attr_string(id, "schema") == kRunSchema && h5::has_attr(id, "complete") &&
-           h5::attr_int64(id, "complete") == 1 && h5::attr_string(id, "key") == spec.key();
+    return h5::has_attr(id, "schema") && h5::attr_string(id, "schema") == kRunSchema &&
+           h5::has_attr(id, "complete") && h5::attr_int64(id, "complete") == 1 &&
+           h5::attr_string(id, "key") == spec.key();
   } catch (const InputError&) {
     return false;
   }
@@ -503,10 +521,11 @@ void write_exact(const std::string& path, const ExactCache& c) {
     h5::write_attr(f.get(), "prefill", c.prefill);
     h5::write_attr(f.get(), "steps", c.steps);
     h5::write(f.get(), "exact_out",
-              {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads), static_cast<hsize_t>(c.head_dim)},
+              {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads),
+               static_cast<hsize_t>(c.head_dim)},
               c.out, kLayout);
-    h5::write(f.get(), "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)}, c.lse,
-              kLayout);
+    h5::write(f.get(), "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)},
+              c.lse, kLayout);
     h5::write_attr(f.get(), "complete", int64_t{1});
   });
 }
@@ -516,9 +535,9 @@ bool read_exact(const std::string& path, int64_t prefill, int64_t steps, ExactCa
   try {
     const h5::Handle f = h5::open_file(path);
     const hid_t id = f.get();
-    if (h5::attr_string(id, "schema") != kExactSchema || h5::attr_int64(id, "version") != kExactVersion ||
-        h5::attr_int64(id, "complete") != 1 || h5::attr_int64(id, "prefill") != prefill ||
-        h5::attr_int64(id, "steps") != steps)
+    if (h5::attr_string(id, "schema") != kExactSchema ||
+        h5::attr_int64(id, "version") != kExactVersion || h5::attr_int64(id, "complete") != 1 ||
+        h5::attr_int64(id, "prefill") != prefill || h5::attr_int64(id, "steps") != steps)
       return false;
     c.prefill = prefill;
     c.steps = steps;
@@ -537,7 +556,8 @@ bool read_exact(const std::string& path, int64_t prefill, int64_t steps, ExactCa
 namespace {
 
 std::vector<std::string> config_columns() {
-  return {"run", "trace", "layer", "tau", "ring", "tail", "sinks", "variant", "storage", "precision"};
+  return {"run",  "trace", "layer",   "tau",     "ring",
+          "tail", "sinks", "variant", "storage", "precision"};
 }
 
 std::vector<std::string> config_cells(const RunSpec& s) {
@@ -589,7 +609,8 @@ double frac_holds(const std::vector<double>& err, const std::vector<double>& bou
 std::vector<double> ratios(const std::vector<double>& err, const std::vector<double>& bound) {
   std::vector<double> r;
   for (size_t i = 0; i < err.size(); ++i)
-    if (!std::isnan(bound[i])) r.push_back(bound[i] > 0 ? err[i] / bound[i] : (err[i] > 0 ? HUGE_VAL : 0.0));
+    if (!std::isnan(bound[i]))
+      r.push_back(bound[i] > 0 ? err[i] / bound[i] : (err[i] > 0 ? HUGE_VAL : 0.0));
   return r;
 }
 
@@ -605,22 +626,27 @@ std::string pair_key(const RunSpec& s, const std::string& without) {
 
 void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs) {
   Table t_runs, t_depth, t_lag, t_tau, t_hist, t_pairs;
-  t_runs.columns = cat(config_columns(),
-                       {"trace_source", "gen_min", "prefill", "steps", "heads", "hit_rate", "kv_fraction",
-                        "rel_l2_p50", "rel_l2_p90", "rel_l2_p99", "rel_l2_max", "hit_rel_l2_p50", "hit_rel_l2_p99",
-                        "hit_rel_l2_max", "max_abs", "lse_err_max", "depth_max", "depth_mean_hits", "lag_mean_hits",
-                        "bound_checked", "bound_holds", "bound_ratio_p50", "bound_ratio_p99", "bound_ratio_max",
-                        "paper_holds", "paper_ratio_p50", "paper_ratio_p99", "paper_ratio_max", "seconds",
-                        "cpu_seconds", "bound_cpu_seconds"});
-  t_depth.columns = cat(config_columns(), {"depth_lo", "depth_hi", "count", "rel_l2_p50", "rel_l2_p90", "rel_l2_p99",
-                                           "rel_l2_max", "bound_holds", "paper_holds"});
-  t_lag.columns = cat(config_columns(), {"lag_lo", "lag_hi", "count", "rel_l2_p50", "rel_l2_p90", "rel_l2_p99",
-                                         "rel_l2_max"});
-  t_tau.columns = cat(config_columns(), {"head", "hit_rate", "kv_fraction", "rel_l2_p50", "rel_l2_p99"});
+  t_runs.columns = cat(
+      config_columns(),
+      {"trace_source",     "gen_min",         "prefill",         "steps",           "heads",
+       "hit_rate",         "kv_fraction",     "rel_l2_p50",      "rel_l2_p90",      "rel_l2_p99",
+       "rel_l2_max",       "hit_rel_l2_p50",  "hit_rel_l2_p99",  "hit_rel_l2_max",  "max_abs",
+       "lse_err_max",      "depth_max",       "depth_mean_hits", "lag_mean_hits",   "bound_checked",
+       "bound_holds",      "bound_ratio_p50", "bound_ratio_p99", "bound_ratio_max", "paper_holds",
+       "paper_ratio_p50",  "paper_ratio_p99", "paper_ratio_max", "seconds",         "cpu_seconds",
+       "bound_cpu_seconds"});
+  t_depth.columns =
+      cat(config_columns(), {"depth_lo", "depth_hi", "count", "rel_l2_p50", "rel_l2_p90",
+                             "rel_l2_p99", "rel_l2_max", "bound_holds", "paper_holds"});
+  t_lag.columns = cat(config_columns(), {"lag_lo", "lag_hi", "count", "rel_l2_p50", "rel_l2_p90",
+                                         "rel_l2_p99", "rel_l2_max"});
+  t_tau.columns =
+      cat(config_columns(), {"head", "hit_rate", "kv_fraction", "rel_l2_p50", "rel_l2_p99"});
   t_hist.columns = cat(config_columns(), {"form", "log10_lo", "log10_hi", "count"});
-  t_pairs.columns = cat(config_columns(), {"compare", "a", "b", "a_rel_l2_p50", "a_rel_l2_p99", "a_rel_l2_max",
-                                           "b_rel_l2_p50", "b_rel_l2_p99", "b_rel_l2_max", "diff_p50", "diff_p99",
-                                           "diff_max", "same_decisions", "b_worse"});
+  t_pairs.columns =
+      cat(config_columns(), {"compare", "a", "b", "a_rel_l2_p50", "a_rel_l2_p99", "a_rel_l2_max",
+                             "b_rel_l2_p50", "b_rel_l2_p99", "b_rel_l2_max", "diff_p50", "diff_p99",
+                             "diff_max", "same_decisions", "b_worse"});
 
   for (const auto& r : runs) {
     const auto cc = config_cells(r.spec);
@@ -650,14 +676,37 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
       max_abs = std::max(max_abs, r.max_abs[k]);
       max_lse = std::max(max_lse, r.lse_err[k]);
     }
-    t_runs.add(cat(cc, {r.spec.source, fmt(r.spec.params.gen_min), fmt(r.spec.prefill), fmt(r.steps), fmt(r.heads),
-                        fmt(r.hit_rate()), fmt(r.kv_fraction()), fmt(q(r.rel_l2, 0.5)), fmt(q(r.rel_l2, 0.9)),
-                        fmt(q(r.rel_l2, 0.99)), fmt(q(r.rel_l2, 1.0)), fmt(q(hit_err, 0.5)), fmt(q(hit_err, 0.99)),
-                        fmt(q(hit_err, 1.0)), fmt(max_abs), fmt(max_lse), fmt(dmax), fmt(mean(dep_hits)),
-                        fmt(mean(lag_hits)), fmt(static_cast<int64_t>(b_err.size())),
-                        fmt(frac_holds(b_err, b_rig)), fmt(q(rr, 0.5)), fmt(q(rr, 0.99)), fmt(q(rr, 1.0)),
-                        fmt(frac_holds(b_err, b_pap)), fmt(q(rp, 0.5)), fmt(q(rp, 0.99)), fmt(q(rp, 1.0)),
-                        fmt(r.seconds), fmt(r.cpu_seconds), fmt(r.bound_cpu_seconds)}));
+    t_runs.add(cat(cc, {r.spec.source,
+                        fmt(r.spec.params.gen_min),
+                        fmt(r.spec.prefill),
+                        fmt(r.steps),
+                        fmt(r.heads),
+                        fmt(r.hit_rate()),
+                        fmt(r.kv_fraction()),
+                        fmt(q(r.rel_l2, 0.5)),
+                        fmt(q(r.rel_l2, 0.9)),
+                        fmt(q(r.rel_l2, 0.99)),
+                        fmt(q(r.rel_l2, 1.0)),
+                        fmt(q(hit_err, 0.5)),
+                        fmt(q(hit_err, 0.99)),
+                        fmt(q(hit_err, 1.0)),
+                        fmt(max_abs),
+                        fmt(max_lse),
+                        fmt(dmax),
+                        fmt(mean(dep_hits)),
+                        fmt(mean(lag_hits)),
+                        fmt(static_cast<int64_t>(b_err.size())),
+                        fmt(frac_holds(b_err, b_rig)),
+                        fmt(q(rr, 0.5)),
+                        fmt(q(rr, 0.99)),
+                        fmt(q(rr, 1.0)),
+                        fmt(frac_holds(b_err, b_pap)),
+                        fmt(q(rp, 0.5)),
+                        fmt(q(rp, 0.99)),
+                        fmt(q(rp, 1.0)),
+                        fmt(r.seconds),
+                        fmt(r.cpu_seconds),
+                        fmt(r.bound_cpu_seconds)}));
 
     // Error against chain depth (all steps; depth 0 = miss).
     std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_depth;
@@ -672,17 +721,17 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
           bp.push_back(r.bound_paper[k]);
         }
       }
-      t_depth.add(cat(cc, {fmt(b.first), fmt(b.second), fmt(static_cast<int64_t>(e.size())), fmt(q(e, 0.5)),
-                           fmt(q(e, 0.9)), fmt(q(e, 0.99)), fmt(q(e, 1.0)), fmt(frac_holds(ea, br)),
-                           fmt(frac_holds(ea, bp))}));
+      t_depth.add(cat(cc, {fmt(b.first), fmt(b.second), fmt(static_cast<int64_t>(e.size())),
+                           fmt(q(e, 0.5)), fmt(q(e, 0.9)), fmt(q(e, 0.99)), fmt(q(e, 1.0)),
+                           fmt(frac_holds(ea, br)), fmt(frac_holds(ea, bp))}));
     }
     // Error against lag (hits only).
     std::map<std::pair<int64_t, int64_t>, std::vector<double>> by_lag;
     for (size_t k = 0; k < n; ++k)
       if (r.hit[k]) by_lag[lag_bucket(r.lag[k])].push_back(r.rel_l2[k]);
     for (const auto& [b, e] : by_lag)
-      t_lag.add(cat(cc, {fmt(b.first), fmt(b.second), fmt(static_cast<int64_t>(e.size())), fmt(q(e, 0.5)),
-                         fmt(q(e, 0.9)), fmt(q(e, 0.99)), fmt(q(e, 1.0))}));
+      t_lag.add(cat(cc, {fmt(b.first), fmt(b.second), fmt(static_cast<int64_t>(e.size())),
+                         fmt(q(e, 0.5)), fmt(q(e, 0.9)), fmt(q(e, 0.99)), fmt(q(e, 1.0))}));
     // Hit rate and KV fraction per head and overall.
     for (int64_t h = -1; h < r.heads; ++h) {
       double hits = 0, cnt = 0, read = 0, full = 0;
@@ -697,12 +746,13 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
           full += static_cast<double>(r.position[static_cast<size_t>(i)] + 1);
           e.push_back(r.rel_l2[k]);
         }
-      t_tau.add(cat(cc, {h < 0 ? std::string("all") : fmt(h), fmt(hits / cnt), fmt(read / full), fmt(q(e, 0.5)),
-                         fmt(q(e, 0.99))}));
+      t_tau.add(cat(cc, {h < 0 ? std::string("all") : fmt(h), fmt(hits / cnt), fmt(read / full),
+                         fmt(q(e, 0.5)), fmt(q(e, 0.99))}));
     }
     // Histogram of log10(error / bound), both forms, 0.25-decade bins.
-    for (const auto& [form, rat] : {std::pair<std::string, const std::vector<double>*>{"rigorous", &rr},
-                                    std::pair<std::string, const std::vector<double>*>{"paper", &rp}}) {
+    for (const auto& [form, rat] :
+         {std::pair<std::string, const std::vector<double>*>{"rigorous", &rr},
+          std::pair<std::string, const std::vector<double>*>{"paper", &rp}}) {
       std::map<int64_t, int64_t> hist;
       for (double x : *rat) {
         const double l = x > 0 ? std::log10(x) : -12.0;
@@ -710,8 +760,8 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
         ++hist[bin];
       }
       for (const auto& [bin, c] : hist)
-        t_hist.add(cat(cc, {form, fmt(static_cast<double>(bin) / 4.0), fmt(static_cast<double>(bin + 1) / 4.0),
-                            fmt(c)}));
+        t_hist.add(cat(cc, {form, fmt(static_cast<double>(bin) / 4.0),
+                            fmt(static_cast<double>(bin + 1) / 4.0), fmt(c)}));
     }
   }
 
@@ -722,8 +772,10 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
     for (const auto& [key, g] : groups) {
       const RunResult *a = nullptr, *b = nullptr;
       for (auto* r : g) {
-        if (what == "variant") (r->spec.variant == Variant::kSplit ? a : b) = r;
-        else (r->spec.storage == StateStorage::kFull ? a : b) = r;
+        if (what == "variant")
+          (r->spec.variant == Variant::kSplit ? a : b) = r;
+        else
+          (r->spec.storage == StateStorage::kFull ? a : b) = r;
       }
       if (!a || !b || a->hit.size() != b->hit.size()) continue;
       std::vector<double> diff;
@@ -734,18 +786,21 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
         worse += b->rel_l2[k] > a->rel_l2[k];
       }
       const double nn = static_cast<double>(a->hit.size());
-      const std::string la = what == "variant" ? to_string(a->spec.variant) : to_string(a->spec.storage);
-      const std::string lb = what == "variant" ? to_string(b->spec.variant) : to_string(b->spec.storage);
+      const std::string la =
+          what == "variant" ? to_string(a->spec.variant) : to_string(a->spec.storage);
+      const std::string lb =
+          what == "variant" ? to_string(b->spec.variant) : to_string(b->spec.storage);
       t_pairs.add(cat(config_cells(a->spec),
-                      {what, la, lb, fmt(q(a->rel_l2, 0.5)), fmt(q(a->rel_l2, 0.99)), fmt(q(a->rel_l2, 1.0)),
-                       fmt(q(b->rel_l2, 0.5)), fmt(q(b->rel_l2, 0.99)), fmt(q(b->rel_l2, 1.0)), fmt(q(diff, 0.5)),
-                       fmt(q(diff, 0.99)), fmt(q(diff, 1.0)), fmt(same / nn), fmt(worse / nn)}));
+                      {what, la, lb, fmt(q(a->rel_l2, 0.5)), fmt(q(a->rel_l2, 0.99)),
+                       fmt(q(a->rel_l2, 1.0)), fmt(q(b->rel_l2, 0.5)), fmt(q(b->rel_l2, 0.99)),
+                       fmt(q(b->rel_l2, 1.0)), fmt(q(diff, 0.5)), fmt(q(diff, 0.99)),
+                       fmt(q(diff, 1.0)), fmt(same / nn), fmt(worse / nn)}));
     }
   }
 
   const std::vector<std::pair<std::string, const Table*>> tables = {
-      {"runs", &t_runs},       {"error_vs_depth", &t_depth}, {"error_vs_lag", &t_lag},
-      {"hit_rate", &t_tau},    {"bound_hist", &t_hist},      {"pairs", &t_pairs}};
+      {"runs", &t_runs},    {"error_vs_depth", &t_depth}, {"error_vs_lag", &t_lag},
+      {"hit_rate", &t_tau}, {"bound_hist", &t_hist},      {"pairs", &t_pairs}};
   for (const auto& [name, t] : tables)
     tools::write_text_file((fs::path(out_dir) / (name + ".csv")).string(), t->csv());
   tools::write_atomically((fs::path(out_dir) / "study.h5").string(), [&](const std::string& tmp) {
@@ -796,14 +851,16 @@ SweepReport run_sweep(const SweepConfig& cfg) {
       sp.num_layers = cfg.synth_layers;
       sp.seed = cfg.synth_seed;
       sp.validate();
-      if (cfg.progress) std::fprintf(stderr, "generating the embedded synthetic trace (%lld tokens, %lld layers)\n",
-                                     static_cast<long long>(sp.tokens), static_cast<long long>(sp.num_layers));
+      if (cfg.progress)
+        std::fprintf(stderr, "generating the embedded synthetic trace (%lld tokens, %lld layers)\n",
+                     static_cast<long long>(sp.tokens), static_cast<long long>(sp.num_layers));
       trace = ref::generate_synthetic_trace(sp);
       trace_name = "(embedded synthetic)";
       if (!cfg.layers.empty()) {
         std::vector<ref::LayerData> keep;
         for (auto l : cfg.layers) {
-          require(l >= 0 && l < trace.meta.num_layers, "layer ", l, " is outside [0, ", trace.meta.num_layers, ")");
+          require(l >= 0 && l < trace.meta.num_layers, "layer ", l, " is outside [0, ",
+                  trace.meta.num_layers, ")");
           keep.push_back(trace.layers[static_cast<size_t>(l)]);
         }
         trace.layers = std::move(keep);
@@ -812,8 +869,8 @@ SweepReport run_sweep(const SweepConfig& cfg) {
       // Layers of a file are read one at a time (a full real trace is hundreds of MB).
       trace.meta = ref::read_trace_meta(path);
       for (auto l : cfg.layers)
-        require(l >= 0 && l < trace.meta.num_layers, "layer ", l, " is outside [0, ", trace.meta.num_layers, ") of ",
-                path);
+        require(l >= 0 && l < trace.meta.num_layers, "layer ", l, " is outside [0, ",
+                trace.meta.num_layers, ") of ", path);
     }
     std::vector<int64_t> layer_ids = cfg.layers;
     if (layer_ids.empty())
@@ -825,10 +882,11 @@ SweepReport run_sweep(const SweepConfig& cfg) {
       const auto& L = path.empty() ? trace.layers[li] : loaded;
       const double scale = trace.meta.softmax_scale;
       const int64_t P = cfg.prefill >= 0 ? cfg.prefill : L.tokens / 2;
-      require(P >= 1 && P < L.tokens, "prefill P = ", P, " must be in [1, ", L.tokens - 1, "] for ", trace_name);
-      const int64_t S = cfg.steps > 0 ? cfg.steps : L.tokens - P;
-      require(P + S <= L.tokens, "prefill ", P, " + steps ", S, " runs past the ", L.tokens, " tokens of ",
+      require(P >= 1 && P < L.tokens, "prefill P = ", P, " must be in [1, ", L.tokens - 1, "] for ",
               trace_name);
+      const int64_t S = cfg.steps > 0 ? cfg.steps : L.tokens - P;
+      require(P + S <= L.tokens, "prefill ", P, " + steps ", S, " runs past the ", L.tokens,
+              " tokens of ", trace_name);
       const std::string fp = layer_fingerprint(L, P + S);
       std::vector<RunSpec> pending;
       for (double tau : cfg.taus)
@@ -866,8 +924,8 @@ SweepReport run_sweep(const SweepConfig& cfg) {
       exact.heads = L.num_q_heads;
       exact.head_dim = L.head_dim;
       const auto ep = (fs::path(cfg.out_dir) / "exact" /
-                       (fp + "_L" + std::to_string(layer_ids[li]) + "_P" + std::to_string(P) + "_S" +
-                        std::to_string(S) + ".h5"))
+                       (fp + "_L" + std::to_string(layer_ids[li]) + "_P" + std::to_string(P) +
+                        "_S" + std::to_string(S) + ".h5"))
                           .string();
       if (read_exact(ep, P, S, exact)) {
         exact.fill_v_norms(L);
@@ -877,13 +935,14 @@ SweepReport run_sweep(const SweepConfig& cfg) {
                                     "exact full attention, layer " + std::to_string(layer_ids[li]));
         write_exact(ep, exact);
       }
-      rep.exact_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - te).count();
+      rep.exact_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - te).count();
       rep.exact_cpu_seconds += cpu_seconds() - ce;
 
       int64_t total = 0, done = 0;
       for (const auto& s : pending) total += s.steps;
-      tools::Progress prog("layer " + std::to_string(layer_ids[li]) + ": " + std::to_string(pending.size()) +
-                               " runs",
+      tools::Progress prog("layer " + std::to_string(layer_ids[li]) + ": " +
+                               std::to_string(pending.size()) + " runs",
                            total, 5.0, cfg.progress);
       auto report = [&](int64_t k) {
 #pragma omp critical(mac_study_progress)
@@ -935,16 +994,19 @@ SweepReport run_sweep(const SweepConfig& cfg) {
     try {
       results.push_back(read_run(p));
     } catch (const InputError& e) {
-      if (cfg.progress) std::fprintf(stderr, "mac-study: skipping %s in the tables: %s\n", p.c_str(), e.what());
+      if (cfg.progress)
+        std::fprintf(stderr, "mac-study: skipping %s in the tables: %s\n", p.c_str(), e.what());
     }
   }
   std::sort(results.begin(), results.end(), [](const RunResult& a, const RunResult& b) {
-    const auto ka = std::make_tuple(a.spec.trace, a.spec.layer, a.spec.params.tau, a.spec.params.ring,
-                                    a.spec.params.tail, a.spec.params.sinks, std::string(to_string(a.spec.variant)),
-                                    std::string(to_string(a.spec.storage)), std::string(tools::to_string(a.spec.precision)));
-    const auto kb = std::make_tuple(b.spec.trace, b.spec.layer, b.spec.params.tau, b.spec.params.ring,
-                                    b.spec.params.tail, b.spec.params.sinks, std::string(to_string(b.spec.variant)),
-                                    std::string(to_string(b.spec.storage)), std::string(tools::to_string(b.spec.precision)));
+    const auto ka = std::make_tuple(
+        a.spec.trace, a.spec.layer, a.spec.params.tau, a.spec.params.ring, a.spec.params.tail,
+        a.spec.params.sinks, std::string(to_string(a.spec.variant)),
+        std::string(to_string(a.spec.storage)), std::string(tools::to_string(a.spec.precision)));
+    const auto kb = std::make_tuple(
+        b.spec.trace, b.spec.layer, b.spec.params.tau, b.spec.params.ring, b.spec.params.tail,
+        b.spec.params.sinks, std::string(to_string(b.spec.variant)),
+        std::string(to_string(b.spec.storage)), std::string(tools::to_string(b.spec.precision)));
     return ka < kb;
   });
   write_tables(cfg.out_dir, results);

@@ -36,12 +36,12 @@ namespace mac::cuda {
 /*! \brief Outcome class of an API call. */
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument,   //!< a bad pointer, size, stride or parameter (message names it)
-  kUnsupported,       //!< head dim not in {64,128,256}, or G = Hq/Hkv not in 1..16
-  kContextTooLong,    //!< a context beyond the configured maximum (refused before launch/capture)
-  kNoCuda,            //!< the library was built without CUDA, or no CUDA device is present
-  kCudaError,         //!< a CUDA runtime error (message holds cudaGetErrorString)
-  kNotReady,          //!< e.g. replay() before capture()
+  kInvalidArgument,  //!< a bad pointer, size, stride or parameter (message names it)
+  kUnsupported,      //!< head dim not in {64,128,256}, or G = Hq/Hkv not in 1..16
+  kContextTooLong,   //!< a context beyond the configured maximum (refused before launch/capture)
+  kNoCuda,           //!< the library was built without CUDA, or no CUDA device is present
+  kCudaError,        //!< a CUDA runtime error (message holds cudaGetErrorString)
+  kNotReady,         //!< e.g. replay() before capture()
 };
 
 /*! \brief Status of a call: a code and one clear message naming the offending value. */
@@ -67,13 +67,15 @@ bool cuda_device_present();
 /*! \brief Name and compute capability of device 0, or a reason why there is none. */
 std::string device_description();
 
-Status device_malloc(void** ptr, size_t bytes);         //!< cudaMalloc
-Status device_free(void* ptr);                          //!< cudaFree (nullptr is fine)
+Status device_malloc(void** ptr, size_t bytes);  //!< cudaMalloc
+Status device_free(void* ptr);                   //!< cudaFree (nullptr is fine)
 Status device_memset(void* ptr, int value, size_t bytes, void* stream = nullptr);  //!< async
-Status copy_to_device(void* dst, const void* src, size_t bytes, void* stream = nullptr);  //!< async H→D
-Status copy_to_host(void* dst, const void* src, size_t bytes, void* stream = nullptr);    //!< async D→H
+Status copy_to_device(void* dst, const void* src, size_t bytes,
+                      void* stream = nullptr);  //!< async H→D
+Status copy_to_host(void* dst, const void* src, size_t bytes,
+                    void* stream = nullptr);  //!< async D→H
 Status copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream = nullptr);
-Status stream_create(void** stream);                    //!< cudaStreamCreateWithFlags(non-blocking)
+Status stream_create(void** stream);  //!< cudaStreamCreateWithFlags(non-blocking)
 Status stream_destroy(void* stream);
 Status stream_synchronize(void* stream);
 Status device_synchronize();
@@ -92,7 +94,9 @@ class DeviceBuffer {
   void* data() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
 
  private:
   void* ptr_ = nullptr;
@@ -130,13 +134,13 @@ struct DecodeParams {
                                      //!<  head stride is always D
 
   // --- paged KV cache (post-RoPE keys, values); separate K and V pools ----------------
-  const uint16_t* k_cache = nullptr;  //!< [num_pages, page_size, Hkv, D] bf16
-  const uint16_t* v_cache = nullptr;  //!< [num_pages, page_size, Hkv, D] bf16
-  int64_t num_pages = 0;              //!< pages in each pool
-  int page_size = 16;                 //!< tokens per page (≥ 1; 1 and 16 tested)
-  int64_t kv_page_stride = 0;         //!< elements between pages (0 → page_size·Hkv·D)
-  int64_t kv_token_stride = 0;        //!< elements between tokens in a page (0 → Hkv·D)
-  int64_t kv_head_stride = 0;         //!< elements between KV heads (0 → D)
+  const uint16_t* k_cache = nullptr;    //!< [num_pages, page_size, Hkv, D] bf16
+  const uint16_t* v_cache = nullptr;    //!< [num_pages, page_size, Hkv, D] bf16
+  int64_t num_pages = 0;                //!< pages in each pool
+  int page_size = 16;                   //!< tokens per page (≥ 1; 1 and 16 tested)
+  int64_t kv_page_stride = 0;           //!< elements between pages (0 → page_size·Hkv·D)
+  int64_t kv_token_stride = 0;          //!< elements between tokens in a page (0 → Hkv·D)
+  int64_t kv_head_stride = 0;           //!< elements between KV heads (0 → D)
   const int32_t* page_table = nullptr;  //!< [N, max_pages_per_row] int32: entry j of row i is
                                         //!<  the page holding keys [j·ps, (j+1)·ps) of row i
   int max_pages_per_row = 0;            //!< row stride of page_table (≥ ceil(max kv_len / ps))
@@ -150,21 +154,21 @@ struct DecodeParams {
   float softmax_scale = 0;  //!< s in exp(s·q·k) (typically 1/√D)
 
   // --- MAC parameters (DESIGN §3) -----------------------------------------------------
-  double tau = 0.45;    //!< τ; hit iff canonical FP32 d2 < thr = 2·D·(1−τ)² (thr rounded to
-                        //!<  FP32 once, as mac::match_threshold)
-  int ring = 512;       //!< M, ring capacity (must equal config.ring)
-  int tail = 256;       //!< r ≥ 0, exact tail; E(p) = max(0, p + 1 − r)
-  int sinks = 0;        //!< F ≥ 0, front sinks; Fe(e) = min(F, e)
-  int gen_min = 2048;   //!< a row is eligible only if m ≥ gen_min
+  double tau = 0.45;   //!< τ; hit iff canonical FP32 d2 < thr = 2·D·(1−τ)² (thr rounded to
+                       //!<  FP32 once, as mac::match_threshold)
+  int ring = 512;      //!< M, ring capacity (must equal config.ring)
+  int tail = 256;      //!< r ≥ 0, exact tail; E(p) = max(0, p + 1 − r)
+  int sinks = 0;       //!< F ≥ 0, front sinks; Fe(e) = min(F, e)
+  int gen_min = 2048;  //!< a row is eligible only if m ≥ gen_min
 
   // --- ring caches, per request slot (MAC only) ----------------------------------------
-  const int32_t* slot = nullptr;  //!< [N] int32 request slot of each row, in [0, num_slots);
-                                  //!<  two rows of one step must not share a slot
-  int num_slots = 0;              //!< R
-  uint16_t* ring_q_pre = nullptr;  //!< [R, M, Hq, D] bf16: q̃_p of position p in slot p mod M
-  uint16_t* ring_o = nullptr;      //!< [R, M, Hq, D] bf16: normalised o of entry(p) over
-                                   //!<  keys [Fe(E(p)), E(p))
-  float* ring_lse = nullptr;       //!< [R, M, Hq] fp32 natural-log L of entry(p); −inf = empty
+  const int32_t* slot = nullptr;     //!< [N] int32 request slot of each row, in [0, num_slots);
+                                     //!<  two rows of one step must not share a slot
+  int num_slots = 0;                 //!< R
+  uint16_t* ring_q_pre = nullptr;    //!< [R, M, Hq, D] bf16: q̃_p of position p in slot p mod M
+  uint16_t* ring_o = nullptr;        //!< [R, M, Hq, D] bf16: normalised o of entry(p) over
+                                     //!<  keys [Fe(E(p)), E(p))
+  float* ring_lse = nullptr;         //!< [R, M, Hq] fp32 natural-log L of entry(p); −inf = empty
   const int32_t* ready = nullptr;    //!< [R] int32, nonzero = caches usable (DESIGN §3.2)
   const int32_t* epoch_a = nullptr;  //!< [R] int32 } a row is ready iff ready ≠ 0 and
   const int32_t* epoch_b = nullptr;  //!< [R] int32 }  epoch_a == epoch_b
@@ -174,11 +178,11 @@ struct DecodeParams {
   float* lse = nullptr;     //!< [N, Hq] fp32, natural-log LSE of the output (may be nullptr)
 
   // --- optional diagnostics, [N, Hq] each; nullptr to skip ----------------------------
-  int8_t* diag_hit = nullptr;          //!< 1 on a hit, 0 on a miss
-  int64_t* diag_match_pos = nullptr;   //!< matched position p on a hit, −1 on a miss
-  float* diag_d2 = nullptr;            //!< canonical FP32 d2 of the nearest candidate (NaN if
-                                       //!<  none searched: ineligible row)
-  int32_t* diag_keys_read = nullptr;   //!< KV tokens this head attended to this step
+  int8_t* diag_hit = nullptr;         //!< 1 on a hit, 0 on a miss
+  int64_t* diag_match_pos = nullptr;  //!< matched position p on a hit, −1 on a miss
+  float* diag_d2 = nullptr;           //!< canonical FP32 d2 of the nearest candidate (NaN if
+                                      //!<  none searched: ineligible row)
+  int32_t* diag_keys_read = nullptr;  //!< KV tokens this head attended to this step
 };
 
 /*! \brief Sizes of the device arrays a StepBuffers holds. */
@@ -221,14 +225,14 @@ struct StepBuffers {
  *  ignored). Not for graph capture. Typically first_pos = max(0, P − M), num_positions =
  *  P − first_pos. */
 struct PrefillParams {
-  DecodeParams kv;                      //!< KV pools, page_table (rows = requests), ring
-                                        //!<  pointers, softmax_scale, ring/tail/sinks
-  int batch = 0;                        //!< requests
-  int num_positions = 0;                //!< positions per request, ≤ M
+  DecodeParams kv;                          //!< KV pools, page_table (rows = requests), ring
+                                            //!<  pointers, softmax_scale, ring/tail/sinks
+  int batch = 0;                            //!< requests
+  int num_positions = 0;                    //!< positions per request, ≤ M
   const int64_t* first_pos_host = nullptr;  //!< HOST [batch]: first position of each request
   const int32_t* slot_host = nullptr;       //!< HOST [batch]: request slot of each request
-  const uint16_t* q_pre = nullptr;   //!< [batch, num_positions, Hq, D] bf16 (device)
-  const uint16_t* q_post = nullptr;  //!< [batch, num_positions, Hq, D] bf16 (device)
+  const uint16_t* q_pre = nullptr;          //!< [batch, num_positions, Hq, D] bf16 (device)
+  const uint16_t* q_post = nullptr;         //!< [batch, num_positions, Hq, D] bf16 (device)
 };
 
 /*! \brief Where K3 (rectify-append, the ring write) runs. */
@@ -240,9 +244,9 @@ enum class K3Mode : int {
 
 /*! \brief How the amend kernel streams K/V tiles into shared memory (docs/cuda.md). */
 enum class AmendVariant : int {
-  kDefault = 0,   //!< the measured-faster one (cp.async), or env MAC_CUDA_AMEND=cpasync|bulk
-  kCpAsync = 1,   //!< 16-byte cp.async by all lanes, swizzled rows
-  kBulk = 2,      //!< Hopper bulk copies (TMA engine, no tensor map), one per key row, mbarrier
+  kDefault = 0,  //!< the measured-faster one (cp.async), or env MAC_CUDA_AMEND=cpasync|bulk
+  kCpAsync = 1,  //!< 16-byte cp.async by all lanes, swizzled rows
+  kBulk = 2,     //!< Hopper bulk copies (TMA engine, no tensor map), one per key row, mbarrier
 };
 
 /*! \brief Who decides a step's work items (the device-side schedule, docs/cuda.md). */
@@ -255,20 +259,20 @@ enum class ScheduleMode : int {
 
 /*! \brief Static configuration: fixes the workspace and the launch shapes. */
 struct EngineConfig {
-  int max_batch = 1;     //!< largest N
-  int num_q_heads = 0;   //!< Hq = G·Hkv
-  int num_kv_heads = 0;  //!< Hkv
-  int head_dim = 128;    //!< D ∈ {64, 128, 256}
+  int max_batch = 1;              //!< largest N
+  int num_q_heads = 0;            //!< Hq = G·Hkv
+  int num_kv_heads = 0;           //!< Hkv
+  int head_dim = 128;             //!< D ∈ {64, 128, 256}
   int max_context = kMaxContext;  //!< largest kv_len any step may have (≤ kMaxContext)
-  int ring = 512;        //!< M
-  int kv_chunk = 0;      //!< keys per work item of the amend kernel; 0: chosen per step on
-                         //!<  the device from the kv_lens (a power of two in 256..2048 that
-                         //!<  leaves every warp several items; eligible MAC rows take
-                         //!<  smaller items than the others at some sizes, and 64 in a MAC
-                         //!<  step of ≤ 128 KV-head groups where every head hit and each
-                         //!<  group reads ≤ 1024 keys); else a power of two ≥ 16.
-                         //!<  Part of the reduction order: rows that are not eligible take
-                         //!<  full attention's size, so they keep its bits
+  int ring = 512;                 //!< M
+  int kv_chunk = 0;               //!< keys per work item of the amend kernel; 0: chosen per step on
+                     //!<  the device from the kv_lens (a power of two in 256..2048 that
+                     //!<  leaves every warp several items; eligible MAC rows take
+                     //!<  smaller items than the others at some sizes, and 64 in a MAC
+                     //!<  step of ≤ 128 KV-head groups where every head hit and each
+                     //!<  group reads ≤ 1024 keys); else a power of two ≥ 16.
+                     //!<  Part of the reduction order: rows that are not eligible take
+                     //!<  full attention's size, so they keep its bits
   K3Mode k3_mode = K3Mode::kFused;
   AmendVariant amend = AmendVariant::kDefault;
   ScheduleMode schedule = ScheduleMode::kAuto;
@@ -278,7 +282,7 @@ struct EngineConfig {
                                  //!<  Every boundary but full attention's amend → combine
                                  //!<  (measured slower, docs/cuda.md). Same bits either way;
                                  //!<  false: plain stream order
-  int device = 0;        //!< CUDA device ordinal
+  int device = 0;                //!< CUDA device ordinal
 };
 
 /*! \brief Which computation a step or a captured graph runs. */
@@ -355,7 +359,8 @@ class Engine {
 enum class DType : int { kBF16 = 0, kF32 = 1 };
 /*! \brief Fills `n` elements at device pointer `dst` with seeded pseudo-random normal values
  *  (mean, stddev), BF16-rounded for kBF16 (stddev = 0 gives a constant). Tests/benchmarks. */
-Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, float stddev, void* stream = nullptr);
+Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, float stddev,
+                   void* stream = nullptr);
 
 /*! \brief Streaming-read bandwidth of the device (a simple 16-byte-load reduction kernel
  *  over `bytes` of memory, median of `reps` timed runs after warm-up). GB/s = 1e9 B/s. */

@@ -47,8 +47,8 @@ std::vector<State> full_attention(const mac::ref::LayerData& layer, double scale
  *  non-decreasing (an empty segment gives the empty state). */
 struct SegmentQuery {
   int64_t kv_head = 0;
-  const float* q = nullptr;      //!< [D], BF16-exact
-  std::vector<int64_t> cuts;     //!< ≥ 2 non-decreasing positions inside [0, tokens]
+  const float* q = nullptr;   //!< [D], BF16-exact
+  std::vector<int64_t> cuts;  //!< ≥ 2 non-decreasing positions inside [0, tokens]
 };
 
 /*! \brief The engine under attend/full_attention/MacOracle: exact states of every segment

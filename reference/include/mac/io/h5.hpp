@@ -34,9 +34,9 @@ class Handle {
     return *this;
   }
   ~Handle() { reset(); }
-  hid_t get() const { return id_; }                //!< the identifier, or H5I_INVALID_HID
-  bool valid() const { return id_ >= 0; }          //!< holds an identifier
-  hid_t release() {                                //!< gives up ownership without closing
+  hid_t get() const { return id_; }        //!< the identifier, or H5I_INVALID_HID
+  bool valid() const { return id_ >= 0; }  //!< holds an identifier
+  hid_t release() {                        //!< gives up ownership without closing
     const hid_t id = id_;
     id_ = H5I_INVALID_HID;
     return id;
@@ -56,9 +56,10 @@ enum class Str {
 
 /*! \brief Dataset creation: contiguous, or chunked along dim 0 with shuffle + deflate. */
 struct Layout {
-  hsize_t chunk_elements = 0;  //!< chunk ≈ this many elements, in whole rows of dim 0; 0 = contiguous
-  hsize_t min_elements = 1;    //!< smaller datasets (and empty ones) stay contiguous
-  unsigned deflate = 0;        //!< gzip level of chunked datasets
+  hsize_t chunk_elements =
+      0;  //!< chunk ≈ this many elements, in whole rows of dim 0; 0 = contiguous
+  hsize_t min_elements = 1;  //!< smaller datasets (and empty ones) stay contiguous
+  unsigned deflate = 0;      //!< gzip level of chunked datasets
 };
 
 /*! \brief An open dataset with its name, shape and file type class / byte size. */
@@ -70,33 +71,36 @@ struct Dataset {
   size_t type_size = 0;
 };
 
-void silence();                                 //!< switches HDF5's stderr error printing off
-std::string file_name(hid_t loc);               //!< name of the file holding `loc`
+void silence();                    //!< switches HDF5's stderr error printing off
+std::string file_name(hid_t loc);  //!< name of the file holding `loc`
 std::string shape_str(const std::vector<hsize_t>& dims);  //!< "[a, b, c]"
 
-Handle create_file(const std::string& path);    //!< creates (truncates) a file for writing
+Handle create_file(const std::string& path);  //!< creates (truncates) a file for writing
 /*! \brief Opens read-only; "no such file", "is a directory", "not an HDF5 file" otherwise. */
 Handle open_file(const std::string& path);
 Handle create_group(hid_t loc, const std::string& name);  //!< creates group `name`
-Handle open_group(hid_t loc, const std::string& name);    //!< opens group `name`; "is missing" otherwise
+Handle open_group(hid_t loc,
+                  const std::string& name);  //!< opens group `name`; "is missing" otherwise
 
 /*! \brief First missing prefix of the link path `name` ("" if it all exists): H5Lexists
  *  fails on a path whose intermediate group is missing, so each level is tested. */
 std::string first_missing(hid_t loc, const std::string& name);
 inline bool exists(hid_t loc, const std::string& name) { return first_missing(loc, name).empty(); }
 
-void write_attr(hid_t loc, const std::string& name, const std::string& v, Str s = Str::kFixed);  //!< scalar string
+void write_attr(hid_t loc, const std::string& name, const std::string& v,
+                Str s = Str::kFixed);                            //!< scalar string
 void write_attr(hid_t loc, const std::string& name, double v);   //!< scalar H5T_IEEE_F64LE
 void write_attr(hid_t loc, const std::string& name, int64_t v);  //!< scalar H5T_STD_I64LE
-bool has_attr(hid_t loc, const std::string& name);               //!< attribute `name` exists on `loc`
-std::string attr_string(hid_t loc, const std::string& name);     //!< scalar string, fixed or variable length
-double attr_double(hid_t loc, const std::string& name);          //!< scalar float or integer
-int64_t attr_int64(hid_t loc, const std::string& name);          //!< scalar integer
+bool has_attr(hid_t loc, const std::string& name);  //!< attribute `name` exists on `loc`
+std::string attr_string(hid_t loc,
+                        const std::string& name);  //!< scalar string, fixed or variable length
+double attr_double(hid_t loc, const std::string& name);  //!< scalar float or integer
+int64_t attr_int64(hid_t loc, const std::string& name);  //!< scalar integer
 
 /*! \brief Writes `v` as a dataset of shape `dims` (row-major; their product must be v.size()). */
 template <typename T>
-void write(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims, const std::vector<T>& v,
-           const Layout& layout = {});
+void write(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims,
+           const std::vector<T>& v, const Layout& layout = {});
 /*! \brief Writes `v` as a 1-D dataset. */
 template <typename T>
 void write(hid_t loc, const std::string& name, const std::vector<T>& v, const Layout& layout = {}) {

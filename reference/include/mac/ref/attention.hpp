@@ -18,8 +18,10 @@ template <typename Acc>
 AttnState<Acc> attend(const LayerData& layer, int64_t kv_head, const float* q, double scale,
                       int64_t a, int64_t b);
 
-extern template AttnState<float> attend<float>(const LayerData&, int64_t, const float*, double, int64_t, int64_t);
-extern template AttnState<double> attend<double>(const LayerData&, int64_t, const float*, double, int64_t, int64_t);
+extern template AttnState<float> attend<float>(const LayerData&, int64_t, const float*, double,
+                                               int64_t, int64_t);
+extern template AttnState<double> attend<double>(const LayerData&, int64_t, const float*, double,
+                                                 int64_t, int64_t);
 
 /*! \brief One query of attend_many: query vector `q` [D] (post-RoPE) and its key range [a, b). */
 struct RangeQuery {
@@ -37,7 +39,8 @@ std::vector<AttnState<Acc>> attend_many(const LayerData& layer, int64_t kv_head,
 
 extern template std::vector<AttnState<float>> attend_many<float>(const LayerData&, int64_t, double,
                                                                  const std::vector<RangeQuery>&);
-extern template std::vector<AttnState<double>> attend_many<double>(const LayerData&, int64_t, double,
+extern template std::vector<AttnState<double>> attend_many<double>(const LayerData&, int64_t,
+                                                                   double,
                                                                    const std::vector<RangeQuery>&);
 
 }  // namespace mac::ref

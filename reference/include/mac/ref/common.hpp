@@ -64,11 +64,11 @@ PrefillMode parse_prefill_mode(const std::string& s);    //!< "direct" | "downda
 
 /*! \brief MAC parameters (DESIGN §3), with the spec's defaults. */
 struct MacParams {
-  double tau = 0.45;        //!< match margin τ; hit iff d2 < 2·D·(1−τ)²
-  int64_t ring = 512;       //!< M, ring capacity (candidates per head)
-  int64_t tail = 256;       //!< r, always-exact tail and rectification width
-  int64_t sinks = 0;        //!< F, front sink tokens recomputed every step
-  int64_t gen_min = 2048;   //!< minimum position m for a head to be eligible
+  double tau = 0.45;       //!< match margin τ; hit iff d2 < 2·D·(1−τ)²
+  int64_t ring = 512;      //!< M, ring capacity (candidates per head)
+  int64_t tail = 256;      //!< r, always-exact tail and rectification width
+  int64_t sinks = 0;       //!< F, front sink tokens recomputed every step
+  int64_t gen_min = 2048;  //!< minimum position m for a head to be eligible
 
   /*! \brief Throws InputError naming the first bad value (τ finite and < 1, M ≥ 1,
    *         r ≥ 0, F ≥ 0, gen_min ≥ 0). */
@@ -93,9 +93,13 @@ inline bool supported_head_dim(int64_t d) { return d == 64 || d == 128 || d == 2
 
 /*! \brief Natural-log LSE from a base-2 one (the one named conversion, DESIGN §4). */
 template <typename T>
-T lse_from_log2(T lse2) { return lse2 * static_cast<T>(0.693147180559945309417232121458176568L); }
+T lse_from_log2(T lse2) {
+  return lse2 * static_cast<T>(0.693147180559945309417232121458176568L);
+}
 /*! \brief Base-2 LSE from a natural-log one. */
 template <typename T>
-T lse_to_log2(T lse) { return lse * static_cast<T>(1.442695040888963407359924681001892137L); }
+T lse_to_log2(T lse) {
+  return lse * static_cast<T>(1.442695040888963407359924681001892137L);
+}
 
 }  // namespace mac

@@ -21,12 +21,12 @@ double d2_fp64(const float* a, const float* b, int64_t head_dim);
 
 /*! \brief Result of matching one head against its candidates. */
 struct MatchResult {
-  bool has_candidate = false;  //!< some position in [max(0, m−M), m) was searchable
-  int64_t best_pos = -1;       //!< argmin (d2, p) over candidates; −1 if none
-  float d2 = 0;                //!< canonical FP32 distance of best (NaN if none)
-  double d2_fp64 = 0;          //!< FP64 distance of best (NaN if none)
-  float threshold = 0;         //!< thr = 2·D·(1−τ)² in FP32
-  double margin = 0;           //!< thr − d2_fp64 (> 0 means inside the threshold)
+  bool has_candidate = false;    //!< some position in [max(0, m−M), m) was searchable
+  int64_t best_pos = -1;         //!< argmin (d2, p) over candidates; −1 if none
+  float d2 = 0;                  //!< canonical FP32 distance of best (NaN if none)
+  double d2_fp64 = 0;            //!< FP64 distance of best (NaN if none)
+  float threshold = 0;           //!< thr = 2·D·(1−τ)² in FP32
+  double margin = 0;             //!< thr − d2_fp64 (> 0 means inside the threshold)
   bool below_threshold = false;  //!< d2 < thr (strict, FP32): a hit if the entry is usable
 };
 

@@ -21,17 +21,21 @@ using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 /*! \brief Attention state over a key set: normalised output `o` [D] and natural-log LSE `L`. */
 template <typename T>
 struct AttnState {
-  Vec<T> o;  //!< [D], normalised output
+  Vec<T> o;                                     //!< [D], normalised output
   T lse = -std::numeric_limits<T>::infinity();  //!< natural log of the softmax denominator
 
   /*! \brief The empty state `(0, −inf)` of dimension d. */
-  static AttnState empty(Eigen::Index d) { return {Vec<T>::Zero(d), -std::numeric_limits<T>::infinity()}; }
+  static AttnState empty(Eigen::Index d) {
+    return {Vec<T>::Zero(d), -std::numeric_limits<T>::infinity()};
+  }
   /*! \brief Empty iff `L` is −inf or NaN (DESIGN §2: such a side is ignored by ⊕). */
   bool is_empty() const { return !(lse > -std::numeric_limits<T>::infinity()); }
   Eigen::Index dim() const { return o.size(); }
 
   template <typename U>
-  AttnState<U> cast() const { return {o.template cast<U>(), static_cast<U>(lse)}; }
+  AttnState<U> cast() const {
+    return {o.template cast<U>(), static_cast<U>(lse)};
+  }
 };
 
 /*! \brief Merge of disjoint key sets:
@@ -56,14 +60,16 @@ AttnState<T> merge(const AttnState<T>& a, const AttnState<T>& b) {
 template <typename T>
 struct DowndateResult {
   AttnState<T> state;
-  T condition = 1;   //!< `1/(1−t)`: the output loses about log10(condition) digits
+  T condition = 1;       //!< `1/(1−t)`: the output loses about log10(condition) digits
   bool emptied = false;  //!< true when W held all the mass (within the tolerance)
 };
 
 /*! \brief Default cancellation tolerance of ⊖: `1 − t ≤ 4·ε(T)` means W holds all the
  *  mass (the relative rounding of `L_W − L_T` alone is a few ε). */
 template <typename T>
-constexpr T downdate_tolerance() { return 4 * std::numeric_limits<T>::epsilon(); }
+constexpr T downdate_tolerance() {
+  return 4 * std::numeric_limits<T>::epsilon();
+}
 
 /*! \brief Downdate: remove the keys W ⊂ T from a state over T.
  *  `t = e^{L_W − L_T}` (≤ 1), `L = L_T + ln(1 − t)`, `o = (o_T − t·o_W)/(1 − t)`,

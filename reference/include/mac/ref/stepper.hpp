@@ -28,10 +28,10 @@ namespace mac::ref {
 /*! \brief One ring slot of one head. */
 template <typename T>
 struct RingEntry {
-  int64_t pos = -1;            //!< position held, −1 if never written
+  int64_t pos = -1;              //!< position held, −1 if never written
   const float* q_pre = nullptr;  //!< pre-RoPE query of pos (points into the layer; BF16-exact)
-  AttnState<T> state;          //!< state over [Fe(E(pos)), E(pos)) as stored
-  int64_t depth = 0;           //!< chain depth: 0 from a miss or prefill, k+1 from a hit on depth k
+  AttnState<T> state;            //!< state over [Fe(E(pos)), E(pos)) as stored
+  int64_t depth = 0;  //!< chain depth: 0 from a miss or prefill, k+1 from a hit on depth k
 };
 
 /*! \brief The per-head ring: capacity M, slot p mod M. */
@@ -41,8 +41,12 @@ class Ring {
   Ring() = default;
   Ring(int64_t capacity, int64_t num_heads, int64_t head_dim);
   int64_t capacity() const { return capacity_; }
-  RingEntry<T>& slot(int64_t head, int64_t pos) { return entries_[head * capacity_ + pos % capacity_]; }
-  const RingEntry<T>& slot(int64_t head, int64_t pos) const { return entries_[head * capacity_ + pos % capacity_]; }
+  RingEntry<T>& slot(int64_t head, int64_t pos) {
+    return entries_[head * capacity_ + pos % capacity_];
+  }
+  const RingEntry<T>& slot(int64_t head, int64_t pos) const {
+    return entries_[head * capacity_ + pos % capacity_];
+  }
   /*! \brief The entry of `pos` if slot pos mod M holds pos, else nullptr. */
   const RingEntry<T>* find(int64_t head, int64_t pos) const {
     const auto& e = slot(head, pos);
@@ -59,15 +63,15 @@ template <typename T>
 struct HeadStep {
   bool eligible = false;
   bool hit = false;
-  MatchResult match;           //!< nearest candidate, its distances and the threshold
-  int64_t match_pos = -1;      //!< matched position on a hit, −1 on a miss
-  int64_t band_begin = 0, band_end = 0;   //!< [E(p), E(m)) on a hit, [Fe(E(m)), E(m)) on a miss
-  int64_t sink_end = 0;        //!< sinks are [0, sink_end)
-  int64_t tail_begin = 0;      //!< tail is [tail_begin, m]
-  AttnState<T> prefix;         //!< reused prefix state (empty on a miss)
-  AttnState<T> out;            //!< output (o, natural-log LSE)
-  int64_t keys_read = 0;       //!< KV tokens read this step
-  int64_t depth = 0;           //!< chain depth of the entry written (or that would be written)
+  MatchResult match;                     //!< nearest candidate, its distances and the threshold
+  int64_t match_pos = -1;                //!< matched position on a hit, −1 on a miss
+  int64_t band_begin = 0, band_end = 0;  //!< [E(p), E(m)) on a hit, [Fe(E(m)), E(m)) on a miss
+  int64_t sink_end = 0;                  //!< sinks are [0, sink_end)
+  int64_t tail_begin = 0;                //!< tail is [tail_begin, m]
+  AttnState<T> prefix;                   //!< reused prefix state (empty on a miss)
+  AttnState<T> out;                      //!< output (o, natural-log LSE)
+  int64_t keys_read = 0;                 //!< KV tokens read this step
+  int64_t depth = 0;  //!< chain depth of the entry written (or that would be written)
   bool wrote_entry = false;
 };
 
@@ -84,7 +88,8 @@ template <typename T>
 class DecodeStepper {
  public:
   DecodeStepper(const LayerData& layer, double softmax_scale, const MacParams& params,
-                Variant variant = Variant::kSplit, StateStorage storage = StateStorage::kProduction);
+                Variant variant = Variant::kSplit,
+                StateStorage storage = StateStorage::kProduction);
 
   /*! \brief Builds ring entries for the last M prompt positions [max(0, P−M), P). */
   void prefill(int64_t P, PrefillMode mode = PrefillMode::kDirect);

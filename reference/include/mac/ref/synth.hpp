@@ -34,25 +34,29 @@ struct SynthParams {
   double mean_scale = 0.5;     //!< head mean m_h (shared half with the other heads of its KV group)
   double context_scale = 0.4;  //!< stationary scale of the slow context c_t
   double drift = 0.05;         //!< per-step random-walk step of c_t, relative to context_scale
-                               //!< (AR(1): c_t = √(1−drift²)·c_{t−1} + drift·context_scale·ξ)
+                        //!< (AR(1): c_t = √(1−drift²)·c_{t−1} + drift·context_scale·ξ)
   double noise_scale = 1.2;    //!< σ: largest per-token query noise ("what this token is about")
   double novelty_floor = 0.1;  //!< ν_t is uniform in [novelty_floor, 1]
-  double novelty_corr = 0.9;   //!< lag-1 correlation of the process behind ν_t: misses come in bursts
-  double jump_prob = 0.02;     //!< per-step probability that c_t jumps to a fresh direction
-  double repeat_prob = 0.05;   //!< per-step probability of repeating an earlier query
-  double repeat_noise = 0.2;   //!< per-component noise std added to a repeat
-  int64_t repeat_window = 256; //!< a repeat copies q̃_p with p uniform in [t − window, t)
+  double novelty_corr =
+      0.9;                  //!< lag-1 correlation of the process behind ν_t: misses come in bursts
+  double jump_prob = 0.02;  //!< per-step probability that c_t jumps to a fresh direction
+  double repeat_prob = 0.05;    //!< per-step probability of repeating an earlier query
+  double repeat_noise = 0.2;    //!< per-component noise std added to a repeat
+  int64_t repeat_window = 256;  //!< a repeat copies q̃_p with p uniform in [t − window, t)
   // Heads differ: head h uses drift·f_h and noise_scale·f_h, f_h = 1 + head_spread·u_h,
   // u_h ∈ [−1, 1] seeded. Must be < 1.
   double head_spread = 0.3;
 
   // --- keys and values ---
-  double key_query_corr = 0.5;   //!< k̃_t = key_query_corr·mean_{h∈g} q̃_{h,t} + key_noise·ξ (+ attractor)
-  double key_noise = 1.0;        //!< per-component std of the key's own noise
-  double attractor_prob = 0.002; //!< probability a position is an "attractor" (position 0 always is)
-  double attractor_gain = 2.0;   //!< attractor keys add attractor_gain·a_g (a_g: the group's shared mean direction)
+  double key_query_corr =
+      0.5;  //!< k̃_t = key_query_corr·mean_{h∈g} q̃_{h,t} + key_noise·ξ (+ attractor)
+  double key_noise = 1.0;  //!< per-component std of the key's own noise
+  double attractor_prob =
+      0.002;  //!< probability a position is an "attractor" (position 0 always is)
+  double attractor_gain =
+      2.0;  //!< attractor keys add attractor_gain·a_g (a_g: the group's shared mean direction)
 
-  void validate() const;  //!< InputError on a bad value
+  void validate() const;         //!< InputError on a bad value
   std::string describe() const;  //!< "synthetic v1 seed=... drift=..." for TraceMeta::source
 };
 

@@ -18,10 +18,10 @@ struct TraceMeta {
   int64_t num_q_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t num_layers = 0;
-  double softmax_scale = 0;   //!< s in exp(s·q·k)
+  double softmax_scale = 0;  //!< s in exp(s·q·k)
   double rope_theta = 10000;
   RopeStyle rope_style = RopeStyle::kNeox;
-  std::string source;         //!< model name, or generator + seed
+  std::string source;  //!< model name, or generator + seed
 
   int64_t group_size() const { return num_kv_heads > 0 ? num_q_heads / num_kv_heads : 0; }
   /*! \brief Throws InputError unless D is 64/128/256, Hq = G·Hkv with G ≥ 1, scale finite > 0. */
@@ -34,10 +34,18 @@ struct LayerData {
   int64_t tokens = 0, num_q_heads = 0, num_kv_heads = 0, head_dim = 0;
   std::vector<float> q_pre, q_post, k, v;
 
-  const float* q_pre_at(int64_t t, int64_t h) const { return q_pre.data() + (t * num_q_heads + h) * head_dim; }
-  const float* q_post_at(int64_t t, int64_t h) const { return q_post.data() + (t * num_q_heads + h) * head_dim; }
-  const float* k_at(int64_t t, int64_t hk) const { return k.data() + (t * num_kv_heads + hk) * head_dim; }
-  const float* v_at(int64_t t, int64_t hk) const { return v.data() + (t * num_kv_heads + hk) * head_dim; }
+  const float* q_pre_at(int64_t t, int64_t h) const {
+    return q_pre.data() + (t * num_q_heads + h) * head_dim;
+  }
+  const float* q_post_at(int64_t t, int64_t h) const {
+    return q_post.data() + (t * num_q_heads + h) * head_dim;
+  }
+  const float* k_at(int64_t t, int64_t hk) const {
+    return k.data() + (t * num_kv_heads + hk) * head_dim;
+  }
+  const float* v_at(int64_t t, int64_t hk) const {
+    return v.data() + (t * num_kv_heads + hk) * head_dim;
+  }
   int64_t group_size() const { return num_q_heads / num_kv_heads; }
 
   /*! \brief Allocates zeroed arrays for the given shape. */

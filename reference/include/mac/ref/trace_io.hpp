@@ -53,10 +53,11 @@ struct RunDump {
   std::string trace_source;
 
   int64_t steps = 0, num_q_heads = 0, head_dim = 0;
-  std::vector<int64_t> position;        //!< [S]
-  std::vector<int8_t> hit;              //!< [S, Hq]
-  std::vector<int64_t> match_pos;       //!< [S, Hq], −1 on miss
-  std::vector<double> d2;               //!< [S, Hq], canonical FP32 distance of the nearest candidate (NaN if none)
+  std::vector<int64_t> position;   //!< [S]
+  std::vector<int8_t> hit;         //!< [S, Hq]
+  std::vector<int64_t> match_pos;  //!< [S, Hq], −1 on miss
+  std::vector<double>
+      d2;  //!< [S, Hq], canonical FP32 distance of the nearest candidate (NaN if none)
   std::vector<double> out;              //!< [S, Hq, D]
   std::vector<double> lse;              //!< [S, Hq], natural log
   std::vector<double> exact_out;        //!< [S, Hq, D], full attention, FP64

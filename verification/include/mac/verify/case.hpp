@@ -19,31 +19,31 @@ namespace mac::verify {
 /*! \brief Parameters of one case; one line of matrix.tsv. */
 struct CaseSpec {
   int id = 0;
-  std::string family;      //!< grid, long, lag, batch, wrap, tie, threshold, small, gen_min, ...
-  uint64_t seed = 1;       //!< fixed seed of every random input of the case
+  std::string family;  //!< grid, long, lag, batch, wrap, tie, threshold, small, gen_min, ...
+  uint64_t seed = 1;   //!< fixed seed of every random input of the case
   int D = 128, G = 4, Hkv = 2, batch = 1;
-  int64_t ctx = 1037;      //!< kv_len of request 0's first decode step (prompt P = ctx − 1)
-  int64_t dctx = 0;        //!< context spread across the batch (see file comment)
-  int ps = 16;             //!< KV page size (GPU)
+  int64_t ctx = 1037;  //!< kv_len of request 0's first decode step (prompt P = ctx − 1)
+  int64_t dctx = 0;    //!< context spread across the batch (see file comment)
+  int ps = 16;         //!< KV page size (GPU)
   int64_t M = 512, r = 256, F = 0, gen_min = 0;
   double tau = 0.45;
-  int64_t steps = 6;       //!< decode steps per request
-  double hit = 0.5;        //!< planted-hit fraction per step (round(hit·Hq) heads, permuted)
-  std::string lags = "u";  //!< lag choices of planted hits (see inputs.hpp)
-  std::string ready = "1"; //!< readiness pattern over requests, cyclic ('1' ready, '0' not)
-  bool graph = false;      //!< GPU: capture one step, replay every step
-  std::string k3 = "fused";  //!< GPU: "fused" | "side"
+  int64_t steps = 6;             //!< decode steps per request
+  double hit = 0.5;              //!< planted-hit fraction per step (round(hit·Hq) heads, permuted)
+  std::string lags = "u";        //!< lag choices of planted hits (see inputs.hpp)
+  std::string ready = "1";       //!< readiness pattern over requests, cyclic ('1' ready, '0' not)
+  bool graph = false;            //!< GPU: capture one step, replay every step
+  std::string k3 = "fused";      //!< GPU: "fused" | "side"
   std::string special = "none";  //!< tie | thr_eq | thr_below | thr_above | thr_mix |
                                  //!< logits:<s> | cancel:<g> | vscale:<s> | none
-  bool smoke = false;      //!< member of the `smoke` subset (CI)
+  bool smoke = false;            //!< member of the `smoke` subset (CI)
 
   int Hq() const { return G * Hkv; }
-  int64_t context(int i) const;   //!< ctx_i (≥ 2)
+  int64_t context(int i) const;  //!< ctx_i (≥ 2)
   int64_t prompt(int i) const { return context(i) - 1; }
   bool request_ready(int i) const { return ready[static_cast<size_t>(i) % ready.size()] == '1'; }
-  int64_t max_kv_len() const;     //!< largest kv_len of any step of any request
+  int64_t max_kv_len() const;  //!< largest kv_len of any step of any request
   MacParams params() const;
-  double scale() const;           //!< softmax scale 1/√D
+  double scale() const;  //!< softmax scale 1/√D
   /*! \brief The factor s of `special = logits:s` (q and k scaled by s), else 1. */
   double logit_scale() const;
 

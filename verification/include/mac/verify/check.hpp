@@ -53,7 +53,7 @@ struct HeadMetrics {
   int64_t hits = 0, expected_hits = 0, decision_mismatch = 0;
   int64_t keys_read = 0, keys_expected = 0, keys_full = 0, keys_mismatch = 0;
   double rel_l2_max = 0, max_abs_err = 0, lse_err_max = 0;  //!< lse_err: |ΔL| (natural log)
-  int64_t entries_checked = 0, entry_mismatch = 0;          //!< missing/extra write or q̃ not a copy
+  int64_t entries_checked = 0, entry_mismatch = 0;  //!< missing/extra write or q̃ not a copy
   double entry_rel_l2_max = 0, entry_lse_err_max = 0;
   int64_t bit_checked = 0, bit_mismatch = 0;
   double mac_vs_full_rel_l2_max = 0;  //!< informational: expected MAC vs exact full attention
@@ -70,7 +70,7 @@ struct StepRecord {
 struct CaseResult {
   CaseSpec spec;
   CaseStatus status = CaseStatus::kPass;
-  std::string message;        //!< first failure, skip reason or error
+  std::string message;  //!< first failure, skip reason or error
   double wall_s = 0;
   std::vector<HeadMetrics> heads;  //!< [batch·Hq]
   std::vector<StepRecord> steps;   //!< kept only when requested (keep_steps) or on failure
@@ -78,7 +78,8 @@ struct CaseResult {
   int64_t decision_mismatch = 0, hits = 0, expected_hits = 0, eligible = 0, head_steps = 0;
   int64_t keys_read = 0, keys_expected = 0, keys_full = 0, keys_mismatch = 0;
   int64_t entry_mismatch = 0, entries_checked = 0, bit_checked = 0, bit_mismatch = 0;
-  double rel_l2_max = 0, max_abs_err = 0, lse_err_max = 0, entry_rel_l2_max = 0, entry_lse_err_max = 0;
+  double rel_l2_max = 0, max_abs_err = 0, lse_err_max = 0, entry_rel_l2_max = 0,
+         entry_lse_err_max = 0;
   double mac_vs_full_rel_l2_max = 0;
 };
 

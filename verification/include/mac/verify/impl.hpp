@@ -17,10 +17,10 @@ namespace mac::verify {
 /*! \brief What an implementation reports for one (request, query head) of one step. */
 struct HeadOutput {
   bool hit = false;
-  int64_t match_pos = -1;       //!< −1 on a miss
-  int64_t keys_read = -1;       //!< KV tokens attended to (−1: not reported)
-  std::vector<double> o;        //!< [D] normalised output
-  double lse = 0;               //!< natural-log LSE of the output
+  int64_t match_pos = -1;  //!< −1 on a miss
+  int64_t keys_read = -1;  //!< KV tokens attended to (−1: not reported)
+  std::vector<double> o;   //!< [D] normalised output
+  double lse = 0;          //!< natural-log LSE of the output
   // Ring entry of position m after the step (slot m mod M); `entry_valid` false when the
   // implementation cannot expose it.
   bool entry_valid = false;
@@ -60,15 +60,15 @@ std::unique_ptr<Implementation> make_reference_impl(StateStorage storage = State
 /*! \brief Faults that can be planted in the model implementation. */
 enum class Fault {
   kNone,
-  kTieNewer,          //!< ties go to the newer candidate
-  kBandLate,          //!< hit band starts one token late: [E(p)+1, E(m))
-  kThresholdInclusive,//!< hit iff d2 <= thr (not strict)
-  kWriteBeforeRead,   //!< writes entry(m) before matching (destroys candidate m−M)
-  kNoReadyGate,       //!< not-ready requests still match and write
-  kSecondBest,        //!< on an unusable nearest entry, searches for another candidate
-  kTailShort,         //!< tail misses the current token's key: [E(m), m)
-  kDowndateEntry,     //!< stores entry(m) as out ⊖ (sink ⊕ tail) in FP32 (cancels)
-  kGenMinOffByOne,    //!< eligible iff m > gen_min
+  kTieNewer,            //!< ties go to the newer candidate
+  kBandLate,            //!< hit band starts one token late: [E(p)+1, E(m))
+  kThresholdInclusive,  //!< hit iff d2 <= thr (not strict)
+  kWriteBeforeRead,     //!< writes entry(m) before matching (destroys candidate m−M)
+  kNoReadyGate,         //!< not-ready requests still match and write
+  kSecondBest,          //!< on an unusable nearest entry, searches for another candidate
+  kTailShort,           //!< tail misses the current token's key: [E(m), m)
+  kDowndateEntry,       //!< stores entry(m) as out ⊖ (sink ⊕ tail) in FP32 (cancels)
+  kGenMinOffByOne,      //!< eligible iff m > gen_min
 };
 const char* to_string(Fault f);
 Fault parse_fault(const std::string& s);  //!< "none", "tie-newer", "band-late", ...

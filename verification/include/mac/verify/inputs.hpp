@@ -29,8 +29,8 @@ namespace mac::verify {
 
 /*! \brief One request of a case. */
 struct RequestInputs {
-  ref::LayerData layer;   //!< tokens = P + steps; BF16-exact floats
-  int64_t prompt = 0;     //!< P; decode positions P … P + steps − 1
+  ref::LayerData layer;  //!< tokens = P + steps; BF16-exact floats
+  int64_t prompt = 0;    //!< P; decode positions P … P + steps − 1
   bool ready = true;
   std::vector<int> planted;  //!< [steps·Hq] 1 if a hit was planted at (step, head)
 };

@@ -10,7 +10,8 @@ namespace mac::tools {
 /*! \brief Calls `write(tmp_path)` and renames tmp_path to `path` on success; on any
  *  exception removes the temporary file and rethrows. The directory must exist
  *  (InputError naming it otherwise). */
-void write_atomically(const std::string& path, const std::function<void(const std::string&)>& write);
+void write_atomically(const std::string& path,
+                      const std::function<void(const std::string&)>& write);
 
 /*! \brief Writes `text` to `path` atomically. */
 void write_text_file(const std::string& path, const std::string& text);

@@ -65,14 +65,16 @@ struct StepRecord {
 struct SimSummary {
   int64_t steps = 0, heads = 0;
   int64_t hits = 0, eligible = 0;
-  int64_t keys_read = 0, keys_full = 0;  //!< Σ keys read and Σ (m + 1)
+  int64_t keys_read = 0, keys_full = 0;            //!< Σ keys read and Σ (m + 1)
   std::vector<int64_t> head_hits, head_keys_read;  //!< [Hq]
-  std::vector<double> rel_l2;      //!< [steps·Hq], MAC vs full
-  std::vector<double> head_max_rel_l2;  //!< [Hq]
+  std::vector<double> rel_l2;                      //!< [steps·Hq], MAC vs full
+  std::vector<double> head_max_rel_l2;             //!< [Hq]
   double max_abs = 0, max_lse_err = 0, max_ref_rel_l2 = 0;
   double seconds = 0;
 
-  double hit_rate() const { return steps > 0 && heads > 0 ? double(hits) / double(steps * heads) : 0.0; }
+  double hit_rate() const {
+    return steps > 0 && heads > 0 ? double(hits) / double(steps * heads) : 0.0;
+  }
   double kv_fraction() const { return keys_full ? double(keys_read) / double(keys_full) : 0.0; }
 };
 

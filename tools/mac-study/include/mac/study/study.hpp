@@ -100,8 +100,8 @@ class ChainTracker {
 
 /*! \brief Drift extremes (a, b) of the prefix of a hit at m: δ_t = s·(q_m − q_c(t))·k_t
  *  over the given segments on KV head hk, with post-RoPE queries of query head h. */
-std::pair<double, double> drift_range(const ref::LayerData& layer, int64_t h, double scale, int64_t m,
-                                      const std::vector<ChainNode>& segments);
+std::pair<double, double> drift_range(const ref::LayerData& layer, int64_t h, double scale,
+                                      int64_t m, const std::vector<ChainNode>& segments);
 
 // ---------------------------------------------------------------------------------
 // Configuration.
@@ -137,7 +137,7 @@ struct SweepConfig {
   int64_t prefill = -1;  //!< −1: tokens / 2
   int64_t steps = 0;     //!< 0: to the end of the layer
   bool bound = true;
-  int threads = 0;       //!< 0: OpenMP default
+  int threads = 0;  //!< 0: OpenMP default
   bool progress = true;
   std::string out_dir;
   // Embedded synthetic trace (no --trace).
@@ -150,13 +150,13 @@ struct SweepConfig {
 struct RunResult {
   RunSpec spec;
   int64_t steps = 0, heads = 0;
-  std::vector<int64_t> position;                       //!< [S]
-  std::vector<int8_t> hit;                             //!< [S, Hq]
-  std::vector<int64_t> lag, keys_read, depth;          //!< lag m − p (−1 on a miss)
+  std::vector<int64_t> position;                         //!< [S]
+  std::vector<int8_t> hit;                               //!< [S, Hq]
+  std::vector<int64_t> lag, keys_read, depth;            //!< lag m − p (−1 on a miss)
   std::vector<double> rel_l2, max_abs, lse_err, abs_l2;  //!< vs full attention FP64
   std::vector<double> delta_min, delta_max, rho, rho_mac, bound, bound_paper;
-  double seconds = 0;        //!< wall time of the run
-  double cpu_seconds = 0;    //!< CPU time of the run's thread (the machine may be shared)
+  double seconds = 0;            //!< wall time of the run
+  double cpu_seconds = 0;        //!< CPU time of the run's thread (the machine may be shared)
   double bound_cpu_seconds = 0;  //!< of which the drift bound
 
   void resize(int64_t S, int64_t hq);
@@ -171,18 +171,20 @@ struct ExactCache {
   std::vector<double> out, lse;
   std::vector<double> v_norm_max;  //!< [T, Hkv]: max_{t' ≤ t} ‖v_t'‖
   std::vector<double> v_norm_sum;  //!< [T + 1, Hkv]: Σ_{t' < t} ‖v_t'‖
-  const double* out_at(int64_t step, int64_t h) const { return out.data() + (step * heads + h) * head_dim; }
+  const double* out_at(int64_t step, int64_t h) const {
+    return out.data() + (step * heads + h) * head_dim;
+  }
 
   /*! \brief Computes the cache with the oracle (OpenMP inside), reporting progress. */
-  static ExactCache compute(const ref::LayerData& layer, double scale, int64_t prefill, int64_t steps,
-                            bool progress, const std::string& label);
+  static ExactCache compute(const ref::LayerData& layer, double scale, int64_t prefill,
+                            int64_t steps, bool progress, const std::string& label);
   void fill_v_norms(const ref::LayerData& layer);
 };
 
 /*! \brief Runs one configuration against the cache; `on_steps(k)` is called every few steps
  *  with the number of steps done since the last call (for progress). */
-RunResult execute_run(const ref::LayerData& layer, double scale, const RunSpec& spec, const ExactCache& exact,
-                      const std::function<void(int64_t)>& on_steps = {});
+RunResult execute_run(const ref::LayerData& layer, double scale, const RunSpec& spec,
+                      const ExactCache& exact, const std::function<void(int64_t)>& on_steps = {});
 
 /*! \brief Fingerprint of a layer's data over positions [0, tokens): FNV-1a of the bytes. */
 std::string layer_fingerprint(const ref::LayerData& layer, int64_t tokens);
