@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages this project needs, if any is missing.
 # Idempotent and quiet when everything is present. Run as root (or with sudo).
 set -euo pipefail
-pkgs=(cmake ninja-build g++ git pkg-config
+pkgs=(cmake ninja-build g++ git pkg-config clang-format
       libeigen3-dev libboost-test-dev libhdf5-dev libcli11-dev
       python3 python3-numpy python3-h5py python3-matplotlib)
 missing=()
