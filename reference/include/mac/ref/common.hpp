@@ -1,9 +1,11 @@
 #pragma once
 /*! \file common.hpp
- *  \brief Shared vocabulary of the MAC reference: parameters, error type, the
- *         range helpers E(p) and Fe(e) of DESIGN §3, and the hit threshold.
+ *  \brief The reference's parameters, error type and enums; the vocabulary of DESIGN §3
+ *         (E(p), Fe(e), the hit threshold, LSE base) is mac/semantics.hpp.
  */
 #include <Eigen/Core>
+
+#include "mac/semantics.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -74,32 +76,5 @@ struct MacParams {
    *         r ≥ 0, F ≥ 0, gen_min ≥ 0). */
   void validate() const;
 };
-
-/*! \brief `E(p) = max(0, p + 1 − r)`: end (exclusive) of the cached prefix of position p. */
-inline int64_t prefix_end(int64_t p, int64_t r) { return p + 1 - r > 0 ? p + 1 - r : 0; }
-
-/*! \brief `Fe(e) = min(F, e)`: where a cached prefix ending at e starts. */
-inline int64_t sink_end(int64_t F, int64_t e) { return F < e ? F : e; }
-
-/*! \brief The hit threshold `thr = 2·D·(1 − τ)²` as the FP32 value every
- *         implementation compares against (computed in FP64, rounded once). */
-inline float match_threshold(int64_t head_dim, double tau) {
-  const double m = 1.0 - tau;
-  return static_cast<float>(2.0 * static_cast<double>(head_dim) * m * m);
-}
-
-/*! \brief Supported head dimensions (DESIGN §4). */
-inline bool supported_head_dim(int64_t d) { return d == 64 || d == 128 || d == 256; }
-
-/*! \brief Natural-log LSE from a base-2 one (the one named conversion, DESIGN §4). */
-template <typename T>
-T lse_from_log2(T lse2) {
-  return lse2 * static_cast<T>(0.693147180559945309417232121458176568L);
-}
-/*! \brief Base-2 LSE from a natural-log one. */
-template <typename T>
-T lse_to_log2(T lse) {
-  return lse * static_cast<T>(1.442695040888963407359924681001892137L);
-}
 
 }  // namespace mac
