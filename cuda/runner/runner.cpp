@@ -377,20 +377,27 @@ Status CaseRunner::read_step(StepReadback* r) {
 }
 
 Status CaseRunner::read_ring_slot(int row, int64_t pos, RingSlot* s) {
+  return read_ring_positions(row, pos, 1, s);
+}
+
+Status CaseRunner::read_ring(int row, RingSlot* s) {
+  return read_ring_positions(row, 0, c_.ring, s);
+}
+
+Status CaseRunner::read_ring_positions(int row, int64_t pos, int count, RingSlot* s) {
   if (row < 0 || row >= batch())
-    return invalid("read_ring_slot of row " + std::to_string(row) + " of " +
-                   std::to_string(batch()));
+    return invalid("ring read of row " + std::to_string(row) + " of " + std::to_string(batch()));
   const int hq = c_.num_q_heads;
   const size_t e = ring_entry(c_.slots[static_cast<size_t>(row)], pos, c_.ring, hq);
-  const size_t hd = static_cast<size_t>(hq) * c_.head_dim;
-  s->q_pre.resize(hd);
-  s->o.resize(hd);
-  s->lse.resize(static_cast<size_t>(hq));
+  const size_t n = static_cast<size_t>(count) * hq, nd = n * c_.head_dim;
+  s->q_pre.resize(nd);
+  s->o.resize(nd);
+  s->lse.resize(n);
   MAC_RUNNER_TRY(copy_to_host(s->q_pre.data(), b_.ring_q_pre.as<uint16_t>() + e * c_.head_dim,
-                              hd * 2, stream_));
+                              nd * 2, stream_));
   MAC_RUNNER_TRY(
-      copy_to_host(s->o.data(), b_.ring_o.as<uint16_t>() + e * c_.head_dim, hd * 2, stream_));
-  MAC_RUNNER_TRY(copy_to_host(s->lse.data(), b_.ring_lse.as<float>() + e, hq * 4, stream_));
+      copy_to_host(s->o.data(), b_.ring_o.as<uint16_t>() + e * c_.head_dim, nd * 2, stream_));
+  MAC_RUNNER_TRY(copy_to_host(s->lse.data(), b_.ring_lse.as<float>() + e, n * 4, stream_));
   return stream_synchronize(stream_);
 }
 

@@ -111,7 +111,8 @@ struct StepReadback {
   std::vector<int32_t> keys_read;
 };
 
-/*! \brief One ring position of one request slot: q̃ and o [Hq, D] bf16, L [Hq] fp32. */
+/*! \brief Ring entries of one request slot: q̃ and o [positions, Hq, D] bf16, L [positions, Hq]
+ *  fp32 (one position, or the whole ring). */
 struct RingSlot {
   std::vector<uint16_t> q_pre, o;
   std::vector<float> lse;
@@ -149,6 +150,9 @@ class CaseRunner {
   Status read_step(StepReadback* r);
   /*! \brief Reads position `pos` of row `row`'s ring slot (synchronous). */
   Status read_ring_slot(int row, int64_t pos, RingSlot* s);
+  /*! \brief Reads the whole ring of row `row`'s request slot: q̃ and o [M, Hq, D], L [M, Hq],
+   *  entry j at slot position j (synchronous). */
+  Status read_ring(int row, RingSlot* s);
 
   /*! \brief DecodeParams over the case's arrays with the layout's scalars. */
   DecodeParams params() const;
@@ -163,6 +167,7 @@ class CaseRunner {
   CaseRunner() = default;
   Status pack();
   size_t kv_index(int row, int64_t t) const;
+  Status read_ring_positions(int row, int64_t pos, int count, RingSlot* s);
 
   CaseLayout c_;
   int max_pages_ = 0;
