@@ -1,6 +1,5 @@
 // GPU tests of mac_cuda: Engine creation and the device-side guards: unsupported D, G and
-// max_context refused; a kv_len or page id out of range flagged. Every case also meets the limits
-// of check_stats (steps.hpp) against mac::ref.
+// max_context refused; a kv_len or page id out of range flagged.
 #include <boost/test/unit_test.hpp>
 
 #include "steps.hpp"
