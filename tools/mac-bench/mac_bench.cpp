@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "mac/cuda/mac_cuda.hpp"
+#include "mac/cuda/runner.hpp"
 
 #if MAC_CUDA_ENABLED
 #include <cuda_runtime.h>
@@ -200,8 +201,8 @@ int main(int argc, char** argv) {
   const int max_hkv = *std::max_element(o.hkv.begin(), o.hkv.end());
   const int pages_per_row = (max_ctx + ps - 1) / ps;
   const size_t kv_elems = static_cast<size_t>(max_b) * pages_per_row * ps * max_hkv * D;
-  StepBuffers sb;                       // the step's arrays, sized for the largest grid point
-  DeviceBuffer save_q, save_o, save_l;  // the ring slot each replay overwrites
+  StepBuffers sb;                  // the step's arrays, sized for the largest grid point
+  runner::RingPositionCopy saved;  // the ring position each replay overwrites
   std::fprintf(stderr, "allocating %.1f GB of KV\n", 2.0 * kv_elems * 2 / 1e9);
   StepShape sh;  // the largest point of the grid; each point uses a prefix of every array
   sh.batch = max_b;
@@ -232,18 +233,11 @@ int main(int argc, char** argv) {
   CHECK(fill_random(sb.ring_q_pre.data(), rq * D, DType::kBF16, o.seed + 4, 0.f, 1.f));
   CHECK(fill_random(sb.ring_o.data(), rq * D, DType::kBF16, o.seed + 5, 0.f, 0.1f));
   CHECK(fill_random(sb.ring_lse.data(), rq, DType::kF32, o.seed + 6, 8.f, 1.f));
-  CHECK(save_q.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
-  CHECK(save_o.allocate(static_cast<size_t>(max_b) * Hq * D * 2));
-  CHECK(save_l.allocate(static_cast<size_t>(max_b) * Hq * 4));
+  CHECK(saved.allocate(max_b, Hq, D));
+  // Row i in request slot i, every slot ready.
   std::vector<int32_t> ones(max_b, 1), slots(max_b);
   for (int i = 0; i < max_b; ++i) slots[i] = i;
-  CHECK(copy_to_device(sb.ready.data(), ones.data(), max_b * 4));
-  CHECK(copy_to_device(sb.epoch_a.data(), ones.data(), max_b * 4));
-  CHECK(copy_to_device(sb.epoch_b.data(), ones.data(), max_b * 4));
-  CHECK(copy_to_device(sb.slot.data(), slots.data(), max_b * 4));
-  // Page table: each row's pages are one contiguous run (a realistic allocator's common
-  // case), set per point below (--page-alloc).
-  std::vector<int32_t> pt(static_cast<size_t>(max_b) * pages_per_row);
+  CHECK(runner::upload_slots_and_readiness(sb, slots, ones, ones, ones, nullptr));
   CHECK(device_synchronize());
   void* sv = nullptr;
   CHECK(stream_create(&sv));
@@ -256,12 +250,10 @@ int main(int argc, char** argv) {
         const int m = ctx - 1;
         std::vector<int32_t> len(N, ctx);
         CHECK(copy_to_device(sb.kv_len.data(), len.data(), N * 4));
-        {  // page table of this point (row i, logical page j → physical page id)
-          const int need = (ctx + ps - 1) / ps;
-          for (int i = 0; i < N; ++i)
-            for (int j = 0; j < pages_per_row; ++j)
-              pt[static_cast<size_t>(i) * pages_per_row + j] =
-                  o.page_alloc == "packed" && j < need ? i * need + j : i * pages_per_row + j;
+        {  // page table of this point: each row's pages one contiguous run (a realistic
+           // allocator's common case), reserved for the longest context or packed (--page-alloc)
+          const std::vector<int32_t> pt = runner::contiguous_page_table(
+              N, pages_per_row, (ctx + ps - 1) / ps, o.page_alloc == "packed");
           CHECK(copy_to_device(sb.page_table.data(), pt.data(),
                                static_cast<size_t>(N) * pages_per_row * 4));
           CHECK(device_synchronize());  // legacy-stream copies, the timed stream is non-blocking
@@ -367,32 +359,16 @@ int main(int argc, char** argv) {
                 ++hits;
                 const int pp = m - L;
                 lo = std::min(lo, std::max(0, pp + 1 - o.tail));
-                CU(cudaMemcpyAsync(sb.q_pre.as<uint16_t>() + (static_cast<size_t>(i) * Hq + h) * D,
-                                   sb.ring_q_pre.as<uint16_t>() +
-                                       ((static_cast<size_t>(i) * M + pp % M) * Hq + h) * D,
-                                   D * 2, cudaMemcpyDeviceToDevice, s));
+                CHECK(copy_device_to_device(
+                    sb.q_pre.as<uint16_t>() + (static_cast<size_t>(i) * Hq + h) * D,
+                    sb.ring_q_pre.as<uint16_t>() + (runner::ring_entry(i, pp, M, Hq) + h) * D,
+                    D * 2, sv));
               }
               kv_keys += (m + 1 - lo);
             }
-          // Save the slot every replay overwrites, restore it before each replay.
-          const size_t slot_q = static_cast<size_t>(m % M) * Hq * D,
-                       pitch_q = static_cast<size_t>(M) * Hq * D * 2;
-          CU(cudaMemcpy2DAsync(save_q.data(), Hq * D * 2, sb.ring_q_pre.as<uint16_t>() + slot_q,
-                               pitch_q, Hq * D * 2, N, cudaMemcpyDeviceToDevice, s));
-          CU(cudaMemcpy2DAsync(save_o.data(), Hq * D * 2, sb.ring_o.as<uint16_t>() + slot_q,
-                               pitch_q, Hq * D * 2, N, cudaMemcpyDeviceToDevice, s));
-          CU(cudaMemcpy2DAsync(
-              save_l.data(), Hq * 4, sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
-              static_cast<size_t>(M) * Hq * 4, Hq * 4, N, cudaMemcpyDeviceToDevice, s));
-          auto restore = [&] {
-            CU(cudaMemcpy2DAsync(sb.ring_q_pre.as<uint16_t>() + slot_q, pitch_q, save_q.data(),
-                                 Hq * D * 2, Hq * D * 2, N, cudaMemcpyDeviceToDevice, s));
-            CU(cudaMemcpy2DAsync(sb.ring_o.as<uint16_t>() + slot_q, pitch_q, save_o.data(),
-                                 Hq * D * 2, Hq * D * 2, N, cudaMemcpyDeviceToDevice, s));
-            CU(cudaMemcpy2DAsync(sb.ring_lse.as<float>() + static_cast<size_t>(m % M) * Hq,
-                                 static_cast<size_t>(M) * Hq * 4, save_l.data(), Hq * 4, Hq * 4, N,
-                                 cudaMemcpyDeviceToDevice, s));
-          };
+          // Save the ring position every replay overwrites, restore it before each replay.
+          CHECK(saved.save(p, 0, N, m, sv));
+          auto restore = [&] { CHECK(saved.restore(p, 0, N, m, sv)); };
           const double mac_bytes = kv_keys * D * 2 * 2 +
                                    static_cast<double>(N) * Hq * std::min(M, m) * D * 2 +
                                    q_out_bytes + static_cast<double>(N) * Hq * D * 2 * 3;

@@ -8,7 +8,8 @@
  *         it reads the outputs, the diagnostics (hit, matched position, keys read), the ring
  *         slot m mod M of every request, and runs full attention on a second engine to check
  *         that ineligible heads are bit-identical to it.
- *  Uses only the host API (no CUDA types); without CUDA it reports every case unsupported.
+ *  Packs and runs each case through the GPU case runner (mac/cuda/runner.hpp) on the host
+ *  API (no CUDA types); without CUDA it reports every case unsupported.
  */
 #include "mac/verify/impl.hpp"
 

@@ -1,0 +1,34 @@
+#pragma once
+// The GPU suite's case driver: runs a CaseSpec's steps through the Harness (eager or from
+// one captured graph), checks every step against the reference, and asserts the limits
+// every case must meet. Shared by the suite's files, one per stage of DESIGN §3.
+#include <string>
+
+#include "harness.hpp"
+
+namespace mac::cuda::test {
+
+/*! \brief Asserts the statistics every case must meet: decisions identical, outputs and
+ *  ring entries within verify::Tolerances::gpu(), ineligible rows bit-identical to full
+ *  attention, every step's item size as the rule says. */
+void check_stats(const Stats& s);
+
+/*! \brief Sets an environment variable for the engines created in its scope (the engines'
+ *  experiment and test switches), then restores it. */
+struct ScopedEnv {
+  std::string name, old;
+  bool had;
+  ScopedEnv(const char* n, const char* v);
+  ~ScopedEnv();
+};
+
+/*! \brief Runs the case's prefill and steps, checking each step (Harness::check_step and
+ *  the item size); asserts the schedule mode resolved as configured and no device error
+ *  flag was raised. */
+Stats run_steps(const CaseSpec& c, bool graph);
+
+/*! \brief Runs a case (run_steps), prints its line and checks the statistics every case
+ *  must meet (check_stats); returns them for the case's own checks. */
+Stats run_case(const char* what, const CaseSpec& c, bool graph);
+
+}  // namespace mac::cuda::test
