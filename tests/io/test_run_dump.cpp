@@ -2,7 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "io_fixture.hpp"
-#include "mac/ref/trace_io.hpp"
+#include "mac/io/trace_io.hpp"
 
 #include <hdf5.h>
 
@@ -13,6 +13,7 @@
 
 using namespace mac;
 using namespace mac::ref;
+using namespace mac::io;
 using mac::test::expect_input_error;
 using mac::test::ScratchDir;
 

@@ -3,8 +3,8 @@
 #define BOOST_TEST_MODULE mac_study
 #include <boost/test/included/unit_test.hpp>
 
+#include "mac/io/trace_io.hpp"
 #include "mac/ref/bf16.hpp"
-#include "mac/ref/trace_io.hpp"
 #include "mac/study/study.hpp"
 #include "test_layers.hpp"
 
@@ -297,7 +297,7 @@ BOOST_AUTO_TEST_CASE(rerun_computes_only_missing_runs) {
   tr.meta.source = "test_study random layer seed 9";
   tr.layers.push_back(test::random_layer(160, 4, 2, 64, 9));
   const auto trace = dir.path("t.h5");
-  ref::write_trace(trace, tr);
+  io::write_trace(trace, tr);
 
   SweepConfig cfg;
   cfg.traces = {trace};

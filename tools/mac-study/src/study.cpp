@@ -1,10 +1,11 @@
 #include "mac/study/study.hpp"
 
 #include "h5table.hpp"
+#include "mac/io/atomic_file.hpp"
+#include "mac/io/schema.hpp"
+#include "mac/io/trace_io.hpp"
 #include "mac/oracle/oracle.hpp"
 #include "mac/ref/synth.hpp"
-#include "mac/ref/trace_io.hpp"
-#include "mac/tools/files.hpp"
 #include "mac/tools/progress.hpp"
 
 #include <omp.h>
@@ -395,12 +396,10 @@ std::string run_path(const std::string& out_dir, const RunSpec& spec) {
 }
 
 void write_run(const std::string& path, const RunResult& r) {
-  tools::write_atomically(path, [&](const std::string& tmp) {
-    auto f = h5::create_file(tmp);
-    const hid_t id = f.get();
+  io::write_h5_atomically(path, [&](hid_t id) {
     const auto& s = r.spec;
-    h5::write_attr(id, "schema", std::string(kRunSchema));
-    h5::write_attr(id, "version", kRunVersion);
+    h5::write_attr(id, io::schema::kSchema, std::string(kRunSchema));
+    h5::write_attr(id, io::schema::kVersion, kRunVersion);
     h5::write_attr(id, "key", s.key());
     h5::write_attr(id, "hash", s.hash());
     h5::write_attr(id, "trace", s.trace);
@@ -423,7 +422,7 @@ void write_run(const std::string& path, const RunResult& r) {
     h5::write_attr(id, "bound_cpu_seconds", r.bound_cpu_seconds);
     h5::write_attr(id, "hit_rate", r.hit_rate());
     h5::write_attr(id, "kv_fraction", r.kv_fraction());
-    h5::write_attr(id, "git_commit", std::string(MAC_GIT_COMMIT));
+    h5::write_attr(id, io::schema::kGitCommit, std::string(MAC_GIT_COMMIT));
     const std::vector<hsize_t> sh{static_cast<hsize_t>(r.steps), static_cast<hsize_t>(r.heads)};
     h5::write(id, "position", {static_cast<hsize_t>(r.steps)}, r.position, kLayout);
     h5::write(id, "hit", sh, r.hit, kLayout);
@@ -441,18 +440,19 @@ void write_run(const std::string& path, const RunResult& r) {
     h5::write(id, "bound", sh, r.bound, kLayout);
     h5::write(id, "bound_paper", sh, r.bound_paper, kLayout);
     // Written last: a reader treats a file without it as incomplete.
-    h5::write_attr(id, "complete", int64_t{1});
+    h5::write_attr(id, io::schema::kComplete, int64_t{1});
   });
 }
 
 RunResult read_run(const std::string& path) {
   const h5::Handle f = h5::open_file(path);
   const hid_t id = f.get();
-  require(h5::has_attr(id, "schema") && h5::attr_string(id, "schema") == kRunSchema, "'", path,
-          "' is not a mac-study run file");
-  require(h5::attr_int64(id, "version") == kRunVersion, "'", path, "': unknown version");
-  require(h5::has_attr(id, "complete") && h5::attr_int64(id, "complete") == 1, "'", path,
-          "' is incomplete");
+  require(h5::has_attr(id, io::schema::kSchema) &&
+              h5::attr_string(id, io::schema::kSchema) == kRunSchema,
+          "'", path, "' is not a mac-study run file");
+  require(h5::attr_int64(id, io::schema::kVersion) == kRunVersion, "'", path, "': unknown version");
+  require(h5::has_attr(id, io::schema::kComplete) && h5::attr_int64(id, io::schema::kComplete) == 1,
+          "'", path, "' is incomplete");
   RunResult r;
   auto& s = r.spec;
   s.trace = h5::attr_string(id, "trace");
@@ -505,8 +505,10 @@ bool run_complete(const std::string& path, const RunSpec& spec) {
   try {
     const h5::Handle f = h5::open_file(path);
     const hid_t id = f.get();
-    return h5::has_attr(id, "schema") && h5::attr_string(id, "schema") == kRunSchema &&
-           h5::has_attr(id, "complete") && h5::attr_int64(id, "complete") == 1 &&
+    return h5::has_attr(id, io::schema::kSchema) &&
+           h5::attr_string(id, io::schema::kSchema) == kRunSchema &&
+           h5::has_attr(id, io::schema::kComplete) &&
+           h5::attr_int64(id, io::schema::kComplete) == 1 &&
            h5::attr_string(id, "key") == spec.key();
   } catch (const InputError&) {
     return false;
@@ -514,19 +516,18 @@ bool run_complete(const std::string& path, const RunSpec& spec) {
 }
 
 void write_exact(const std::string& path, const ExactCache& c) {
-  tools::write_atomically(path, [&](const std::string& tmp) {
-    auto f = h5::create_file(tmp);
-    h5::write_attr(f.get(), "schema", std::string(kExactSchema));
-    h5::write_attr(f.get(), "version", kExactVersion);
-    h5::write_attr(f.get(), "prefill", c.prefill);
-    h5::write_attr(f.get(), "steps", c.steps);
-    h5::write(f.get(), "exact_out",
+  io::write_h5_atomically(path, [&](hid_t f) {
+    h5::write_attr(f, io::schema::kSchema, std::string(kExactSchema));
+    h5::write_attr(f, io::schema::kVersion, kExactVersion);
+    h5::write_attr(f, "prefill", c.prefill);
+    h5::write_attr(f, "steps", c.steps);
+    h5::write(f, "exact_out",
               {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads),
                static_cast<hsize_t>(c.head_dim)},
               c.out, kLayout);
-    h5::write(f.get(), "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)},
-              c.lse, kLayout);
-    h5::write_attr(f.get(), "complete", int64_t{1});
+    h5::write(f, "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)}, c.lse,
+              kLayout);
+    h5::write_attr(f, io::schema::kComplete, int64_t{1});
   });
 }
 
@@ -535,8 +536,9 @@ bool read_exact(const std::string& path, int64_t prefill, int64_t steps, ExactCa
   try {
     const h5::Handle f = h5::open_file(path);
     const hid_t id = f.get();
-    if (h5::attr_string(id, "schema") != kExactSchema ||
-        h5::attr_int64(id, "version") != kExactVersion || h5::attr_int64(id, "complete") != 1 ||
+    if (h5::attr_string(id, io::schema::kSchema) != kExactSchema ||
+        h5::attr_int64(id, io::schema::kVersion) != kExactVersion ||
+        h5::attr_int64(id, io::schema::kComplete) != 1 ||
         h5::attr_int64(id, "prefill") != prefill || h5::attr_int64(id, "steps") != steps)
       return false;
     c.prefill = prefill;
@@ -802,14 +804,13 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
       {"runs", &t_runs},    {"error_vs_depth", &t_depth}, {"error_vs_lag", &t_lag},
       {"hit_rate", &t_tau}, {"bound_hist", &t_hist},      {"pairs", &t_pairs}};
   for (const auto& [name, t] : tables)
-    tools::write_text_file((fs::path(out_dir) / (name + ".csv")).string(), t->csv());
-  tools::write_atomically((fs::path(out_dir) / "study.h5").string(), [&](const std::string& tmp) {
-    auto f = h5::create_file(tmp);
-    h5::write_attr(f.get(), "schema", std::string("mac-study"));
-    h5::write_attr(f.get(), "version", int64_t{1});
-    h5::write_attr(f.get(), "runs", static_cast<int64_t>(runs.size()));
-    h5::write_attr(f.get(), "git_commit", std::string(MAC_GIT_COMMIT));
-    for (const auto& [name, t] : tables) t->write_group(f.get(), name);
+    io::write_text_file((fs::path(out_dir) / (name + ".csv")).string(), t->csv());
+  io::write_h5_atomically((fs::path(out_dir) / "study.h5").string(), [&](hid_t f) {
+    h5::write_attr(f, io::schema::kSchema, std::string(io::schema::study::kTablesName));
+    h5::write_attr(f, io::schema::kVersion, io::schema::study::kTablesVersion);
+    h5::write_attr(f, "runs", static_cast<int64_t>(runs.size()));
+    h5::write_attr(f, io::schema::kGitCommit, std::string(MAC_GIT_COMMIT));
+    for (const auto& [name, t] : tables) t->write_group(f, name);
   });
 }
 
@@ -867,7 +868,7 @@ SweepReport run_sweep(const SweepConfig& cfg) {
       }
     } else {
       // Layers of a file are read one at a time (a full real trace is hundreds of MB).
-      trace.meta = ref::read_trace_meta(path);
+      trace.meta = io::read_trace_meta(path);
       for (auto l : cfg.layers)
         require(l >= 0 && l < trace.meta.num_layers, "layer ", l, " is outside [0, ",
                 trace.meta.num_layers, ") of ", path);
@@ -878,7 +879,7 @@ SweepReport run_sweep(const SweepConfig& cfg) {
 
     for (size_t li = 0; li < layer_ids.size(); ++li) {
       ref::LayerData loaded;
-      if (!path.empty()) loaded = ref::read_trace_layer(path, layer_ids[li]);
+      if (!path.empty()) loaded = io::read_trace_layer(path, layer_ids[li]);
       const auto& L = path.empty() ? trace.layers[li] : loaded;
       const double scale = trace.meta.softmax_scale;
       const int64_t P = cfg.prefill >= 0 ? cfg.prefill : L.tokens / 2;
