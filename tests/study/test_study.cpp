@@ -63,7 +63,7 @@ RunSpec spec_for(const ref::LayerData& l, int64_t P, int64_t S, MacParams p) {
   s.prefill = P;
   s.steps = S;
   s.storage = StateStorage::kFull;
-  s.precision = tools::Precision::kFp64;
+  s.precision = mac::Precision::kFp64;
   return s;
 }
 

@@ -66,15 +66,7 @@ BOOST_AUTO_TEST_CASE(reproduces_the_golden_run_dump) {
   const auto layer = mac::io::read_trace_layer(kTrace, 0);
   const auto meta = mac::io::read_trace_meta(kTrace);
   mac::tools::SimConfig cfg;
-  cfg.params.tau = golden.tau;
-  cfg.params.ring = golden.ring;
-  cfg.params.tail = golden.tail;
-  cfg.params.sinks = golden.sinks;
-  cfg.params.gen_min = golden.gen_min;
-  cfg.variant = mac::parse_variant(golden.variant);
-  cfg.storage = mac::parse_state_storage(golden.storage);
-  cfg.precision = mac::tools::parse_precision(golden.precision);
-  cfg.prefill = golden.prefill;
+  static_cast<mac::StepperConfig&>(cfg) = golden.config;
   cfg.steps = golden.steps;
   BOOST_TEST_REQUIRE(golden.steps == 128);
   int64_t s = 0, hits = 0;

@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
 
   try {
     const auto cfg_variant = mac::parse_variant(variant);
-    const auto cfg_precision = mac::tools::parse_precision(precision);
+    const auto cfg_precision = mac::parse_precision(precision);
     const auto cfg_storage = mac::parse_state_storage(storage);
     const auto cfg_prefill_mode = mac::parse_prefill_mode(prefill_mode);
     p.validate();
@@ -262,16 +262,7 @@ int main(int argc, char** argv) {
       const bool want_dump = !dump_path.empty();
       if (want_dump) {
         dump.resize(cfg.num_steps(L), L.num_q_heads, L.head_dim);
-        dump.tau = p.tau;
-        dump.ring = p.ring;
-        dump.tail = p.tail;
-        dump.sinks = p.sinks;
-        dump.gen_min = p.gen_min;
-        dump.variant = variant;
-        dump.precision = precision;
-        dump.prefill_mode = prefill_mode;
-        dump.storage = storage;
-        dump.prefill = cfg.prefill;
+        dump.config = cfg;
         dump.layer = layers[li];
         dump.trace_source = meta.source;
       }

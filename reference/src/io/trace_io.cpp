@@ -69,6 +69,18 @@ h5::Dataset open_dataset(hid_t f, const std::string& file, const std::string& na
 
 using h5::shape_str;
 
+/*! \brief Reads string attribute `name` and parses it, the parser's message prefixed with
+ *  the file and the attribute. */
+template <typename Parse>
+auto parse_attr(hid_t loc, const std::string& file, const char* name, Parse parse) {
+  const std::string v = h5::attr_string(loc, name);
+  try {
+    return parse(v);
+  } catch (const InputError& e) {
+    throw InputError(msg(file, ": attribute ", name, ": ", e.what()));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Trace.
 // ---------------------------------------------------------------------------
@@ -297,17 +309,18 @@ void write_run_dump(const std::string& path, const RunDump& d) {
   write_h5_atomically(path, [&](hid_t r) {
     write_attr(r, schema::kSchema, rn::kName);
     write_attr(r, schema::kVersion, rn::kVersion);
-    write_attr(r, rn::kTau, d.tau);
-    write_attr(r, rn::kRing, d.ring);
-    write_attr(r, rn::kTail, d.tail);
-    write_attr(r, rn::kSinks, d.sinks);
-    write_attr(r, rn::kGenMin, d.gen_min);
-    write_attr(r, rn::kVariant, d.variant);
-    write_attr(r, rn::kPrecision, d.precision);
-    write_attr(r, rn::kPrefill, d.prefill);
+    const StepperConfig& c = d.config;
+    write_attr(r, rn::kTau, c.params.tau);
+    write_attr(r, rn::kRing, c.params.ring);
+    write_attr(r, rn::kTail, c.params.tail);
+    write_attr(r, rn::kSinks, c.params.sinks);
+    write_attr(r, rn::kGenMin, c.params.gen_min);
+    write_attr(r, rn::kVariant, to_string(c.variant));
+    write_attr(r, rn::kPrecision, to_string(c.precision));
+    write_attr(r, rn::kPrefill, c.prefill);
     write_attr(r, rn::kLayer, d.layer);
-    write_attr(r, rn::kPrefillMode, d.prefill_mode);
-    write_attr(r, rn::kStorage, d.storage);
+    write_attr(r, rn::kPrefillMode, to_string(c.prefill_mode));
+    write_attr(r, rn::kStorage, to_string(c.storage));
     write_attr(r, rn::kTraceSource, d.trace_source);
 
     const auto S = static_cast<hsize_t>(d.steps), H = static_cast<hsize_t>(d.num_q_heads),
@@ -333,17 +346,18 @@ RunDump read_run_dump(const std::string& path) {
   const hid_t r = f.get();
   check_schema(r, path, rn::kName, rn::kVersion);
   RunDump d;
-  d.tau = h5::attr_double(r, rn::kTau);
-  d.ring = h5::attr_int64(r, rn::kRing);
-  d.tail = h5::attr_int64(r, rn::kTail);
-  d.sinks = h5::attr_int64(r, rn::kSinks);
-  d.gen_min = h5::attr_int64(r, rn::kGenMin);
-  d.variant = h5::attr_string(r, rn::kVariant);
-  d.precision = h5::attr_string(r, rn::kPrecision);
-  d.prefill = h5::attr_int64(r, rn::kPrefill);
+  StepperConfig& c = d.config;
+  c.params.tau = h5::attr_double(r, rn::kTau);
+  c.params.ring = h5::attr_int64(r, rn::kRing);
+  c.params.tail = h5::attr_int64(r, rn::kTail);
+  c.params.sinks = h5::attr_int64(r, rn::kSinks);
+  c.params.gen_min = h5::attr_int64(r, rn::kGenMin);
+  c.variant = parse_attr(r, path, rn::kVariant, parse_variant);
+  c.precision = parse_attr(r, path, rn::kPrecision, parse_precision);
+  c.prefill = h5::attr_int64(r, rn::kPrefill);
   d.layer = h5::attr_int64(r, rn::kLayer);
-  d.prefill_mode = h5::attr_string(r, rn::kPrefillMode);
-  d.storage = h5::attr_string(r, rn::kStorage);
+  c.prefill_mode = parse_attr(r, path, rn::kPrefillMode, parse_prefill_mode);
+  c.storage = parse_attr(r, path, rn::kStorage, parse_state_storage);
   d.trace_source = h5::attr_string(r, rn::kTraceSource);
 
   const h5::Dataset pos =

@@ -184,7 +184,7 @@ std::string RunSpec::key() const {
   return msg("v", kRunVersion, ";fingerprint=", fingerprint, ";layer=", layer,
              ";tau=", num(params.tau), ";ring=", params.ring, ";tail=", params.tail,
              ";sinks=", params.sinks, ";gen_min=", params.gen_min, ";variant=", to_string(variant),
-             ";storage=", to_string(storage), ";precision=", tools::to_string(precision),
+             ";storage=", to_string(storage), ";precision=", mac::to_string(precision),
              ";prefill=", prefill, ";steps=", steps, ";bound=", bound ? 1 : 0);
 }
 
@@ -413,7 +413,7 @@ void write_run(const std::string& path, const RunResult& r) {
     h5::write_attr(id, "gen_min", s.params.gen_min);
     h5::write_attr(id, "variant", std::string(to_string(s.variant)));
     h5::write_attr(id, "storage", std::string(to_string(s.storage)));
-    h5::write_attr(id, "precision", std::string(tools::to_string(s.precision)));
+    h5::write_attr(id, "precision", std::string(mac::to_string(s.precision)));
     h5::write_attr(id, "prefill", s.prefill);
     h5::write_attr(id, "steps", r.steps);
     h5::write_attr(id, "bound", static_cast<int64_t>(s.bound));
@@ -466,7 +466,7 @@ RunResult read_run(const std::string& path) {
   s.params.gen_min = h5::attr_int64(id, "gen_min");
   s.variant = parse_variant(h5::attr_string(id, "variant"));
   s.storage = parse_state_storage(h5::attr_string(id, "storage"));
-  s.precision = tools::parse_precision(h5::attr_string(id, "precision"));
+  s.precision = mac::parse_precision(h5::attr_string(id, "precision"));
   s.prefill = h5::attr_int64(id, "prefill");
   s.bound = h5::attr_int64(id, "bound") != 0;
   const int64_t S = h5::attr_int64(id, "steps");
@@ -572,7 +572,7 @@ std::vector<std::string> config_cells(const RunSpec& s) {
           fmt(s.params.sinks),
           to_string(s.variant),
           to_string(s.storage),
-          tools::to_string(s.precision)};
+          mac::to_string(s.precision)};
 }
 
 template <typename T>
@@ -829,7 +829,7 @@ SweepReport run_sweep(const SweepConfig& cfg) {
           "every sweep list needs at least one value");
   for (auto v : cfg.variants) parse_variant(v);
   for (auto v : cfg.storages) parse_state_storage(v);
-  for (auto v : cfg.precisions) tools::parse_precision(v);
+  for (auto v : cfg.precisions) mac::parse_precision(v);
   for (double tau : cfg.taus)
     for (auto M : cfg.rings)
       for (auto r : cfg.tails)
@@ -905,7 +905,7 @@ SweepReport run_sweep(const SweepConfig& cfg) {
                     s.params = MacParams{tau, M, r, F, cfg.gen_min};
                     s.variant = parse_variant(var);
                     s.storage = parse_state_storage(sto);
-                    s.precision = tools::parse_precision(pre);
+                    s.precision = mac::parse_precision(pre);
                     s.prefill = P;
                     s.steps = S;
                     s.bound = cfg.bound;
@@ -1003,11 +1003,11 @@ SweepReport run_sweep(const SweepConfig& cfg) {
     const auto ka = std::make_tuple(
         a.spec.trace, a.spec.layer, a.spec.params.tau, a.spec.params.ring, a.spec.params.tail,
         a.spec.params.sinks, std::string(to_string(a.spec.variant)),
-        std::string(to_string(a.spec.storage)), std::string(tools::to_string(a.spec.precision)));
+        std::string(to_string(a.spec.storage)), std::string(mac::to_string(a.spec.precision)));
     const auto kb = std::make_tuple(
         b.spec.trace, b.spec.layer, b.spec.params.tau, b.spec.params.ring, b.spec.params.tail,
         b.spec.params.sinks, std::string(to_string(b.spec.variant)),
-        std::string(to_string(b.spec.storage)), std::string(tools::to_string(b.spec.precision)));
+        std::string(to_string(b.spec.storage)), std::string(mac::to_string(b.spec.precision)));
     return ka < kb;
   });
   write_tables(cfg.out_dir, results);

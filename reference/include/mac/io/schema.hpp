@@ -28,11 +28,11 @@ inline constexpr const char* kSoftmaxScale = "softmax_scale";
 inline constexpr const char* kRopeTheta = "rope_theta";
 inline constexpr const char* kRopeStyle = "rope_style";
 inline constexpr const char* kSource = "source";
-inline constexpr const char* kLayers = "/layers";        //!< group of one group per layer
-inline constexpr const char* kQPre = "q_pre";            //!< [T, Hq, D] float32, pre-RoPE
-inline constexpr const char* kQPost = "q_post";          //!< [T, Hq, D] float32, post-RoPE
-inline constexpr const char* kK = "k";                   //!< [T, Hkv, D] float32, post-RoPE
-inline constexpr const char* kV = "v";                   //!< [T, Hkv, D] float32
+inline constexpr const char* kLayers = "/layers";  //!< group of one group per layer
+inline constexpr const char* kQPre = "q_pre";      //!< [T, Hq, D] float32, pre-RoPE
+inline constexpr const char* kQPost = "q_post";    //!< [T, Hq, D] float32, post-RoPE
+inline constexpr const char* kK = "k";             //!< [T, Hkv, D] float32, post-RoPE
+inline constexpr const char* kV = "v";             //!< [T, Hkv, D] float32
 }  // namespace trace
 
 /*! \brief The run dump of mac-sim (DESIGN §6): the configuration as root attributes, one
@@ -52,15 +52,15 @@ inline constexpr const char* kLayer = "layer";
 inline constexpr const char* kPrefillMode = "prefill_mode";
 inline constexpr const char* kStorage = "storage";
 inline constexpr const char* kTraceSource = "trace_source";
-inline constexpr const char* kPosition = "/position";              //!< [S] int64
-inline constexpr const char* kHit = "/hit";                        //!< [S, Hq] int8
-inline constexpr const char* kMatchPos = "/match_pos";             //!< [S, Hq] int64, −1 on miss
-inline constexpr const char* kD2 = "/d2";                          //!< [S, Hq] float64
-inline constexpr const char* kOut = "/out";                        //!< [S, Hq, D] float64
-inline constexpr const char* kLse = "/lse";                        //!< [S, Hq] float64, natural log
-inline constexpr const char* kExactOut = "/exact_out";             //!< [S, Hq, D] float64
-inline constexpr const char* kExactLse = "/exact_lse";             //!< [S, Hq] float64, natural log
-inline constexpr const char* kKvTokensRead = "/kv_tokens_read";    //!< [S, Hq] int64
+inline constexpr const char* kPosition = "/position";            //!< [S] int64
+inline constexpr const char* kHit = "/hit";                      //!< [S, Hq] int8
+inline constexpr const char* kMatchPos = "/match_pos";           //!< [S, Hq] int64, −1 on miss
+inline constexpr const char* kD2 = "/d2";                        //!< [S, Hq] float64
+inline constexpr const char* kOut = "/out";                      //!< [S, Hq, D] float64
+inline constexpr const char* kLse = "/lse";                      //!< [S, Hq] float64, natural log
+inline constexpr const char* kExactOut = "/exact_out";           //!< [S, Hq, D] float64
+inline constexpr const char* kExactLse = "/exact_lse";           //!< [S, Hq] float64, natural log
+inline constexpr const char* kKvTokensRead = "/kv_tokens_read";  //!< [S, Hq] int64
 }  // namespace run
 
 /*! \brief mac-study's files (docs/study-format.md): one per run, the cached exact

@@ -44,11 +44,7 @@ LayerData read_trace_layer(const std::string& path, int64_t layer, int64_t max_t
 /*! \brief Run dump of one layer of one trace (DESIGN §6), over decode steps S and
  *  query heads Hq. All arrays row-major. */
 struct RunDump {
-  // Configuration echoed as root attributes.
-  double tau = 0;
-  int64_t ring = 0, tail = 0, sinks = 0, gen_min = 0;
-  std::string variant, precision, prefill_mode, storage;
-  int64_t prefill = 0;  //!< P: positions < P are prompt
+  StepperConfig config;  //!< the run's configuration, echoed as root attributes
   int64_t layer = 0;
   std::string trace_source;
 

@@ -117,7 +117,7 @@ struct RunSpec {
   MacParams params;
   Variant variant = Variant::kSplit;
   StateStorage storage = StateStorage::kProduction;
-  tools::Precision precision = tools::Precision::kFp32;
+  mac::Precision precision = mac::Precision::kFp32;
   int64_t prefill = 0, steps = 0;
   bool bound = true;  //!< evaluate the drift bound on every hit
 
