@@ -1,7 +1,6 @@
 // test_study: mac-study (tools/mac-study): chain-depth bookkeeping, the per-step drift bound
 // on hand-made cases, and resuming an interrupted sweep.
-#define BOOST_TEST_MODULE mac_study
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include "mac/io/trace_io.hpp"
 #include "mac/ref/bf16.hpp"

@@ -562,7 +562,7 @@ std::vector<std::string> config_columns() {
           "tail", "sinks", "variant", "storage", "precision"};
 }
 
-std::vector<std::string> config_cells(const RunSpec& s) {
+std::vector<Cell> config_cells(const RunSpec& s) {
   return {s.hash(),
           fs::path(s.trace).filename().string(),
           fmt(s.layer),
