@@ -20,14 +20,14 @@ inline constexpr const char* kGitCommit = "git_commit";  //!< string: commit tha
 namespace trace {
 inline constexpr const char* kName = "mac-trace";
 inline constexpr int64_t kVersion = 1;
-inline constexpr const char* kHeadDim = "head_dim";
-inline constexpr const char* kNumQHeads = "num_q_heads";
-inline constexpr const char* kNumKvHeads = "num_kv_heads";
-inline constexpr const char* kNumLayers = "num_layers";
-inline constexpr const char* kSoftmaxScale = "softmax_scale";
-inline constexpr const char* kRopeTheta = "rope_theta";
-inline constexpr const char* kRopeStyle = "rope_style";
-inline constexpr const char* kSource = "source";
+inline constexpr const char* kHeadDim = "head_dim";            //!< int64, D ∈ {64, 128, 256}
+inline constexpr const char* kNumQHeads = "num_q_heads";       //!< int64, Hq
+inline constexpr const char* kNumKvHeads = "num_kv_heads";     //!< int64, Hkv (divides Hq)
+inline constexpr const char* kNumLayers = "num_layers";        //!< int64, groups under /layers
+inline constexpr const char* kSoftmaxScale = "softmax_scale";  //!< float64, s
+inline constexpr const char* kRopeTheta = "rope_theta";        //!< float64, RoPE base θ
+inline constexpr const char* kRopeStyle = "rope_style";        //!< string, "neox" | "gptj"
+inline constexpr const char* kSource = "source";   //!< string, where the trace came from
 inline constexpr const char* kLayers = "/layers";  //!< group of one group per layer
 inline constexpr const char* kQPre = "q_pre";      //!< [T, Hq, D] float32, pre-RoPE
 inline constexpr const char* kQPost = "q_post";    //!< [T, Hq, D] float32, post-RoPE
@@ -40,17 +40,20 @@ inline constexpr const char* kV = "v";             //!< [T, Hkv, D] float32
 namespace run {
 inline constexpr const char* kName = "mac-run";
 inline constexpr int64_t kVersion = 1;
+// MacParams (float64 τ, int64 the others).
 inline constexpr const char* kTau = "tau";
 inline constexpr const char* kRing = "ring";
 inline constexpr const char* kTail = "tail";
 inline constexpr const char* kSinks = "sinks";
 inline constexpr const char* kGenMin = "gen_min";
+// The rest of StepperConfig: enum names as strings (to_string / parse_*), P as int64.
 inline constexpr const char* kVariant = "variant";
 inline constexpr const char* kPrecision = "precision";
-inline constexpr const char* kPrefill = "prefill";
-inline constexpr const char* kLayer = "layer";
 inline constexpr const char* kPrefillMode = "prefill_mode";
 inline constexpr const char* kStorage = "storage";
+inline constexpr const char* kPrefill = "prefill";
+// What was run: int64 layer index, string source attribute of its trace.
+inline constexpr const char* kLayer = "layer";
 inline constexpr const char* kTraceSource = "trace_source";
 inline constexpr const char* kPosition = "/position";            //!< [S] int64
 inline constexpr const char* kHit = "/hit";                      //!< [S, Hq] int8
