@@ -29,11 +29,12 @@ BOOST_AUTO_TEST_CASE(numeric_columns_are_stored_unrounded) {
   t.add({fmt(-inf), fmt(int64_t{0}), "d", fmt(2.5)});
 
   // CSV: the %.6g text, quoted where it holds a comma.
-  BOOST_TEST(t.csv() == "x,n,label,mixed\n0.333333,9007199254740993,a,all\n"
-                        "1.23457e-300,-4,\"b,c\",3\n-inf,0,d,2.5\n");
+  BOOST_TEST(t.csv() ==
+             "x,n,label,mixed\n0.333333,9007199254740993,a,all\n"
+             "1.23457e-300,-4,\"b,c\",3\n-inf,0,d,2.5\n");
 
-  const fs::path path = fs::temp_directory_path() /
-                        ("mac_test_h5table_" + std::to_string(::getpid()) + ".h5");
+  const fs::path path =
+      fs::temp_directory_path() / ("mac_test_h5table_" + std::to_string(::getpid()) + ".h5");
   io::write_h5_atomically(path.string(), [&](hid_t f) { t.write_group(f, "t"); });
   {
     const h5::Handle f = h5::open_file(path.string());
