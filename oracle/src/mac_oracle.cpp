@@ -61,7 +61,6 @@ StepResult MacOracle::step(int64_t m, const std::vector<Decision>& decisions) {
   // Stage 1–3: validate each decision and lay out its ranges.
   // Segments per head: 0 sink [0, Fe(E(m))), 1 mid [Fe(E(m)), E(p)) (exact only; empty on
   // a miss), 2 band, 3 tail [E(m), m].
-  const int64_t em = prefix_end(m, r), fem = sink_end(F, em);
   StepResult res;
   res.position = m;
   res.heads.resize(static_cast<size_t>(hq));
@@ -71,7 +70,6 @@ StepResult MacOracle::step(int64_t m, const std::vector<Decision>& decisions) {
     const Decision& dc = decisions[h];
     HeadResult& hr = res.heads[h];
     hr.hit = dc.hit;
-    int64_t mid_end = fem;
     if (dc.hit) {
       const int64_t p = dc.match_pos;
       require(m >= params_.gen_min, "MacOracle::step: head ", h, " at position ", m,
@@ -90,17 +88,18 @@ StepResult MacOracle::step(int64_t m, const std::vector<Decision>& decisions) {
               " < F = ", F, ")");
       prefix[h] = *e;  // read before write: slot m mod M may hold p = m − M
       hr.match_pos = p;
-      hr.band_begin = ep;
-      mid_end = ep;
     } else {
       hr.match_pos = -1;
-      hr.band_begin = fem;
     }
-    hr.band_end = em;
-    hr.sink_end = fem;
-    hr.tail_begin = em;
-    hr.keys_read = (hr.band_end - hr.band_begin) + (m + 1 - em) + fem;
-    qs[h] = SegmentQuery{h / g, layer_.q_post_at(m, h), {0, fem, mid_end, em, m + 1}};
+    const StepRanges<int64_t> k = step_ranges(m, hr.match_pos, r, F);
+    hr.band_begin = k.band_begin;
+    hr.band_end = k.band_end;
+    hr.sink_end = k.sink_end;
+    hr.tail_begin = k.tail_begin;
+    hr.keys_read = k.keys_read();
+    // mid [Fe(E(m)), E(p)) ends where the band begins (empty on a miss).
+    qs[h] = SegmentQuery{
+        h / g, layer_.q_post_at(m, h), {0, k.sink_end, k.band_begin, k.band_end, k.kv_len}};
   }
 
   // Exact range states of every head, one engine call (K/V read once per KV head).

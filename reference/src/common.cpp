@@ -26,6 +26,13 @@ PrefillMode parse_prefill_mode(const std::string& s) {
   throw InputError(msg("prefill mode '", s, "' is not one of: direct, downdate"));
 }
 
+const char* to_string(Precision p) { return p == Precision::kFp32 ? "fp32" : "fp64"; }
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::kFp32;
+  if (s == "fp64") return Precision::kFp64;
+  throw InputError(msg("precision '", s, "' is not one of: fp32, fp64"));
+}
+
 void MacParams::validate() const {
   // τ < 1 keeps the threshold positive-margin; τ may be negative (a looser match).
   require(std::isfinite(tau) && tau < 1.0, "tau = ", tau, " must be finite and < 1");

@@ -125,7 +125,6 @@ MatchResult DecodeStepper<T>::match(int64_t h, int64_t m) const {
 template <typename T>
 void DecodeStepper<T>::decide(int64_t h, int64_t m, bool ready, HeadStep<T>& s) const {
   const int64_t r = params_.tail, F = params_.sinks;
-  const int64_t Em = prefix_end(m, r), Fem = sink_end(F, Em);
   // 1. Eligibility.
   s.eligible = m >= params_.gen_min && ready && m >= 1;
   // 2. Match: argmin first, validity second (no second-best search).
@@ -139,16 +138,17 @@ void DecodeStepper<T>::decide(int64_t h, int64_t m, bool ready, HeadStep<T>& s) 
     }
   }
   s.hit = entry != nullptr;
-  // 3. Amend (ranges): hit → prefix = entry(p), band [E(p), E(m)); miss → ∅, [Fe(E(m)), E(m)).
   s.match_pos = s.hit ? entry->pos : -1;
   s.prefix = s.hit ? entry->state : AttnState<T>::empty(layer_.head_dim);
-  s.band_begin = s.hit ? prefix_end(entry->pos, r) : Fem;
-  s.band_end = Em;
   s.depth = s.hit ? entry->depth + 1 : 0;
-  // 5. Complete (ranges): sinks [0, Fe(E(m))), tail [E(m), m].
-  s.sink_end = Fem;
-  s.tail_begin = Em;
-  s.keys_read = (s.band_end - s.band_begin) + Fem + (m + 1 - Em);
+  // 3 and 5 (ranges): band [E(p), E(m)) on a hit, [Fe(E(m)), E(m)) on a miss; sinks
+  // [0, Fe(E(m))), tail [E(m), m].
+  const StepRanges<int64_t> k = step_ranges(m, s.match_pos, r, F);
+  s.band_begin = k.band_begin;
+  s.band_end = k.band_end;
+  s.sink_end = k.sink_end;
+  s.tail_begin = k.tail_begin;
+  s.keys_read = k.keys_read();
 }
 
 template <typename T>

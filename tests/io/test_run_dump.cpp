@@ -2,7 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "io_fixture.hpp"
-#include "mac/ref/trace_io.hpp"
+#include "mac/io/h5.hpp"
+#include "mac/io/trace_io.hpp"
 
 #include <hdf5.h>
 
@@ -13,6 +14,7 @@
 
 using namespace mac;
 using namespace mac::ref;
+using namespace mac::io;
 using mac::test::expect_input_error;
 using mac::test::ScratchDir;
 
@@ -25,16 +27,16 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 
 RunDump sample_dump(int64_t S = 5, int64_t hq = 4, int64_t d = 64) {
   RunDump r;
-  r.tau = 0.45;
-  r.ring = 512;
-  r.tail = 256;
-  r.sinks = 4;
-  r.gen_min = 0;
-  r.variant = "split";
-  r.precision = "fp64";
-  r.prefill_mode = "direct";
-  r.storage = "production";
-  r.prefill = 100;
+  r.config.params.tau = 0.45;
+  r.config.params.ring = 512;
+  r.config.params.tail = 256;
+  r.config.params.sinks = 4;
+  r.config.params.gen_min = 0;
+  r.config.variant = Variant::kDowndate;
+  r.config.precision = Precision::kFp64;
+  r.config.prefill_mode = PrefillMode::kDowndate;
+  r.config.storage = StateStorage::kFull;
+  r.config.prefill = 100;
   r.layer = 1;
   r.trace_source = "synthetic v1 seed=7";
   r.resize(S, hq, d);
@@ -80,16 +82,16 @@ BOOST_AUTO_TEST_CASE(round_trip_is_bit_exact) {
   const std::string p = dir.path("run.h5");
   write_run_dump(p, a);
   const RunDump b = read_run_dump(p);
-  BOOST_TEST(b.tau == a.tau);
-  BOOST_TEST(b.ring == a.ring);
-  BOOST_TEST(b.tail == a.tail);
-  BOOST_TEST(b.sinks == a.sinks);
-  BOOST_TEST(b.gen_min == a.gen_min);
-  BOOST_TEST(b.variant == a.variant);
-  BOOST_TEST(b.precision == a.precision);
-  BOOST_TEST(b.prefill_mode == a.prefill_mode);
-  BOOST_TEST(b.storage == a.storage);
-  BOOST_TEST(b.prefill == a.prefill);
+  BOOST_TEST(b.config.params.tau == a.config.params.tau);
+  BOOST_TEST(b.config.params.ring == a.config.params.ring);
+  BOOST_TEST(b.config.params.tail == a.config.params.tail);
+  BOOST_TEST(b.config.params.sinks == a.config.params.sinks);
+  BOOST_TEST(b.config.params.gen_min == a.config.params.gen_min);
+  BOOST_TEST(to_string(b.config.variant) == to_string(a.config.variant));
+  BOOST_TEST(to_string(b.config.precision) == to_string(a.config.precision));
+  BOOST_TEST(to_string(b.config.prefill_mode) == to_string(a.config.prefill_mode));
+  BOOST_TEST(to_string(b.config.storage) == to_string(a.config.storage));
+  BOOST_TEST(b.config.prefill == a.config.prefill);
   BOOST_TEST(b.layer == a.layer);
   BOOST_TEST(b.trace_source == a.trace_source);
   BOOST_TEST(b.steps == 5);
@@ -202,3 +204,20 @@ BOOST_AUTO_TEST_CASE(reader_rejects_wrong_schema_version_and_missing_data) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The configuration's enums are stored as their names; a name no parser knows is an error
+// naming the file, the attribute and the value, not a silently defaulted field.
+BOOST_AUTO_TEST_CASE(reader_rejects_unknown_configuration_names) {
+  ScratchDir dir;
+  for (const char* attr : {"variant", "precision", "prefill_mode", "storage"}) {
+    const std::string p = dir.path(std::string(attr) + ".h5");
+    write_run_dump(p, sample_dump());
+    {
+      h5::Handle f(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+      BOOST_TEST_REQUIRE(f.valid());
+      H5Adelete(f.get(), attr);
+      h5::write_attr(f.get(), attr, std::string("bogus"), h5::Str::kVariableUtf8);
+    }
+    expect_input_error([&] { read_run_dump(p); }, {p, attr, "'bogus'"});
+  }
+}

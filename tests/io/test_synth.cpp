@@ -3,10 +3,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include "io_fixture.hpp"
+#include "mac/io/trace_io.hpp"
 #include "mac/ref/bf16.hpp"
 #include "mac/ref/rope.hpp"
 #include "mac/ref/synth.hpp"
-#include "mac/ref/trace_io.hpp"
 
 #include <omp.h>
 
@@ -17,6 +17,7 @@
 
 using namespace mac;
 using namespace mac::ref;
+using namespace mac::io;
 using mac::test::expect_input_error;
 using mac::test::same_bits;
 

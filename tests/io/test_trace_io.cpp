@@ -3,8 +3,8 @@
 #include <boost/test/included/unit_test.hpp>
 
 #include "io_fixture.hpp"
+#include "mac/io/trace_io.hpp"
 #include "mac/ref/bf16.hpp"
-#include "mac/ref/trace_io.hpp"
 
 #include <hdf5.h>
 
@@ -14,6 +14,7 @@
 
 using namespace mac;
 using namespace mac::ref;
+using namespace mac::io;
 using mac::test::expect_input_error;
 using mac::test::same_bits;
 using mac::test::ScratchDir;

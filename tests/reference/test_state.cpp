@@ -1,4 +1,6 @@
+#include "mac/ref/attention.hpp"
 #include "mac/ref/state.hpp"
+#include "test_layers.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -96,11 +98,48 @@ BOOST_AUTO_TEST_CASE(downdate_near_total_cancellation) {
   BOOST_TEST(downdate(w, w2).emptied);
 }
 
-BOOST_AUTO_TEST_CASE(lse_base_conversion_is_caught) {
-  // A base-2 LSE read as natural log is wrong by a factor ln 2; the helper converts it.
+BOOST_AUTO_TEST_CASE(lse_base_conversion_round_trips) {
+  // The one named conversion (semantics.hpp): base 2 = natural · log2(e), and back.
   const double l = 3.7;
   BOOST_TEST(std::abs(mac::lse_from_log2(mac::lse_to_log2(l)) - l) < 1e-15);
   BOOST_TEST(std::abs(mac::lse_to_log2(l) - l / std::log(2.0)) < 1e-15);
+}
+
+// The merge is the boundary every partial state crosses (band, sinks, tail, ring entry): a
+// base-2 LSE fed to it must show as an error, and converting it with lse_from_log2 must
+// remove the error. Halves [0, T/2) and [T/2, T) of one query, FP64 throughout.
+BOOST_AUTO_TEST_CASE(base2_lse_fed_to_merge_is_caught) {
+  const int64_t T = 64, D = 64;
+  const auto layer = mac::test::random_layer(T, 1, 1, D, 29);
+  const double scale = mac::test::default_scale(D);
+  const float* q = layer.q_post_at(T - 1, 0);
+  const auto full = mac::ref::attend<double>(layer, 0, q, scale, 0, T);
+  const auto a = mac::ref::attend<double>(layer, 0, q, scale, 0, T / 2);
+  const auto b = mac::ref::attend<double>(layer, 0, q, scale, T / 2, T);
+  // ln and log2 agree only at L = 0; the halves hold T/2 keys each, so L ≈ ln(T/2) ≈ 3.5.
+  BOOST_TEST_REQUIRE(std::abs(a.lse) > 1.0);
+
+  // Natural LSEs: attend sums T/2 terms (relative error ≤ (T/2)·ε_64 ≈ 4e-15) and the merge
+  // adds a few ε_64: 1e-12 is more than 100× that.
+  const double tol = 1e-12;
+  const auto ok = merge(a, b);
+  BOOST_TEST(rel_l2(ok.o, full.o) < tol);
+  BOOST_TEST(std::abs(ok.lse - full.lse) < tol * std::abs(full.lse));
+
+  // Half a's LSE in base 2, as a kernel keeps it internally: its weight is off by a factor
+  // e^{L_a·(log2 e − 1)} ≈ e^{1.5}, far outside any tolerance (> 1e-3 relative).
+  AttnState<double> a2 = a;
+  a2.lse = mac::lse_to_log2(a.lse);
+  const auto bad = merge(a2, b);
+  BOOST_TEST(rel_l2(bad.o, full.o) > 1e-3);
+  BOOST_TEST(std::abs(bad.lse - full.lse) > 0.1);
+
+  // Converted at the boundary, the same state merges correctly again.
+  AttnState<double> back = a2;
+  back.lse = mac::lse_from_log2(a2.lse);
+  const auto fixed = merge(back, b);
+  BOOST_TEST(rel_l2(fixed.o, full.o) < tol);
+  BOOST_TEST(std::abs(fixed.lse - full.lse) < tol * std::abs(full.lse));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

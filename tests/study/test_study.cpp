@@ -1,10 +1,9 @@
 // test_study: mac-study (tools/mac-study): chain-depth bookkeeping, the per-step drift bound
 // on hand-made cases, and resuming an interrupted sweep.
-#define BOOST_TEST_MODULE mac_study
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
+#include "mac/io/trace_io.hpp"
 #include "mac/ref/bf16.hpp"
-#include "mac/ref/trace_io.hpp"
 #include "mac/study/study.hpp"
 #include "test_layers.hpp"
 
@@ -63,7 +62,7 @@ RunSpec spec_for(const ref::LayerData& l, int64_t P, int64_t S, MacParams p) {
   s.prefill = P;
   s.steps = S;
   s.storage = StateStorage::kFull;
-  s.precision = tools::Precision::kFp64;
+  s.precision = mac::Precision::kFp64;
   return s;
 }
 
@@ -297,7 +296,7 @@ BOOST_AUTO_TEST_CASE(rerun_computes_only_missing_runs) {
   tr.meta.source = "test_study random layer seed 9";
   tr.layers.push_back(test::random_layer(160, 4, 2, 64, 9));
   const auto trace = dir.path("t.h5");
-  ref::write_trace(trace, tr);
+  io::write_trace(trace, tr);
 
   SweepConfig cfg;
   cfg.traces = {trace};

@@ -1,7 +1,7 @@
 // The simulator against its golden run dump (data/golden/synth_small_run.h5), and the
 // command-line contract of mac-sim: unknown flags and bad values are errors naming the
 // value, and a failed run leaves no output file.
-#include "mac/ref/trace_io.hpp"
+#include "mac/io/trace_io.hpp"
 #include "mac/tools/simulate.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -62,19 +62,11 @@ BOOST_AUTO_TEST_SUITE(simulator)
 // FP64 outputs may differ by the summation order of the platform's vector units, far
 // below 1e-12 relative.
 BOOST_AUTO_TEST_CASE(reproduces_the_golden_run_dump) {
-  const auto golden = mac::ref::read_run_dump(kGoldenRun);
-  const auto layer = mac::ref::read_trace_layer(kTrace, 0);
-  const auto meta = mac::ref::read_trace_meta(kTrace);
+  const auto golden = mac::io::read_run_dump(kGoldenRun);
+  const auto layer = mac::io::read_trace_layer(kTrace, 0);
+  const auto meta = mac::io::read_trace_meta(kTrace);
   mac::tools::SimConfig cfg;
-  cfg.params.tau = golden.tau;
-  cfg.params.ring = golden.ring;
-  cfg.params.tail = golden.tail;
-  cfg.params.sinks = golden.sinks;
-  cfg.params.gen_min = golden.gen_min;
-  cfg.variant = mac::parse_variant(golden.variant);
-  cfg.storage = mac::parse_state_storage(golden.storage);
-  cfg.precision = mac::tools::parse_precision(golden.precision);
-  cfg.prefill = golden.prefill;
+  static_cast<mac::StepperConfig&>(cfg) = golden.config;
   cfg.steps = golden.steps;
   BOOST_TEST_REQUIRE(golden.steps == 128);
   int64_t s = 0, hits = 0;
@@ -126,7 +118,7 @@ BOOST_AUTO_TEST_CASE(json_and_dump_are_written_whole) {
   for (const char* key :
        {"\"hit_rate\"", "\"kv_read_fraction\"", "\"rel_l2_max\"", "\"tau\"", "\"layers\""})
     BOOST_TEST(ss.str().find(key) != std::string::npos, key);
-  const auto d = mac::ref::read_run_dump(dump);
+  const auto d = mac::io::read_run_dump(dump);
   BOOST_TEST(d.steps == 20);
   BOOST_TEST(d.layer == 1);
   BOOST_TEST(d.position.front() == 300);

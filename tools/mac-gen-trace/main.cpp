@@ -5,8 +5,8 @@
 //                 --q-heads 4 --kv-heads 2 --head-dim 64 --seed 1
 //
 // Unknown flags and bad values are errors (exit 2); nothing is written half.
+#include "mac/io/trace_io.hpp"
 #include "mac/ref/synth.hpp"
-#include "mac/ref/trace_io.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     const mac::ref::Trace trace = mac::ref::generate_synthetic_trace(p);
     const auto t1 = std::chrono::steady_clock::now();
-    mac::ref::write_trace(out, trace, !no_compress,
-                          {{"generator", "mac-gen-trace"}, {"git_commit", MAC_GIT_COMMIT}});
+    mac::io::write_trace(out, trace, !no_compress,
+                         {{"generator", "mac-gen-trace"}, {"git_commit", MAC_GIT_COMMIT}});
     const auto t2 = std::chrono::steady_clock::now();
     const double gen_s = std::chrono::duration<double>(t1 - t0).count();
     const double write_s = std::chrono::duration<double>(t2 - t1).count();

@@ -1,10 +1,10 @@
 // mac-sim: runs a trace layer through the MAC decode stepper and the FP64 oracle
 // (DESIGN §6 "Simulator command"). With no --trace it generates the embedded default
 // synthetic trace and reports on all of its layers.
+#include "mac/io/atomic_file.hpp"
+#include "mac/io/trace_io.hpp"
 #include "mac/ref/attention.hpp"
 #include "mac/ref/synth.hpp"
-#include "mac/ref/trace_io.hpp"
-#include "mac/tools/files.hpp"
 #include "mac/tools/json.hpp"
 #include "mac/tools/simulate.hpp"
 
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
 
   try {
     const auto cfg_variant = mac::parse_variant(variant);
-    const auto cfg_precision = mac::tools::parse_precision(precision);
+    const auto cfg_precision = mac::parse_precision(precision);
     const auto cfg_storage = mac::parse_state_storage(storage);
     const auto cfg_prefill_mode = mac::parse_prefill_mode(prefill_mode);
     p.validate();
@@ -205,11 +205,11 @@ int main(int argc, char** argv) {
         for (int64_t l = 0; l < trace.meta.num_layers; ++l) layers.push_back(l);
       }
     } else {
-      const auto meta = mac::ref::read_trace_meta(trace_path);
+      const auto meta = mac::io::read_trace_meta(trace_path);
       if (layer < 0) layer = 0;
       mac::require(layer < meta.num_layers, "--layer ", layer, " is outside [0, ", meta.num_layers,
                    ") of ", trace_path);
-      trace = mac::ref::read_trace(trace_path, {layer});
+      trace = mac::io::read_trace(trace_path, {layer});
       layers = {layer};
     }
     mac::require(dump_path.empty() || layers.size() == 1, "--dump writes one layer: give --layer");
@@ -258,20 +258,11 @@ int main(int argc, char** argv) {
             variant.c_str(), precision.c_str(), storage.c_str(), (long long)cfg.prefill,
             (long long)cfg.num_steps(L));
 
-      mac::ref::RunDump dump;
+      mac::io::RunDump dump;
       const bool want_dump = !dump_path.empty();
       if (want_dump) {
         dump.resize(cfg.num_steps(L), L.num_q_heads, L.head_dim);
-        dump.tau = p.tau;
-        dump.ring = p.ring;
-        dump.tail = p.tail;
-        dump.sinks = p.sinks;
-        dump.gen_min = p.gen_min;
-        dump.variant = variant;
-        dump.precision = precision;
-        dump.prefill_mode = prefill_mode;
-        dump.storage = storage;
-        dump.prefill = cfg.prefill;
+        dump.config = cfg;
         dump.layer = layers[li];
         dump.trace_source = meta.source;
       }
@@ -316,7 +307,7 @@ int main(int argc, char** argv) {
                     (long long)explain_head, shown_hit ? "miss" : "hit");
       print_summary(layers[li], summary, cfg.oracle);
       if (want_dump) {
-        mac::ref::write_run_dump(dump_path, dump);
+        mac::io::write_run_dump(dump_path, dump);
         std::printf("  wrote run dump %s\n", dump_path.c_str());
       }
       js.begin_object();
@@ -347,7 +338,7 @@ int main(int argc, char** argv) {
     js.end_array();
     js.end_object();
     if (!json_path.empty()) {
-      mac::tools::write_text_file(json_path, js.str());
+      mac::io::write_text_file(json_path, js.str());
       std::printf("\nwrote JSON summary %s\n", json_path.c_str());
     }
   } catch (const mac::InputError& e) {

@@ -1,7 +1,8 @@
 #include "mac/verify/report.hpp"
 
+#include "mac/io/atomic_file.hpp"
 #include "mac/io/h5.hpp"
-#include "mac/tools/files.hpp"
+#include "mac/io/schema.hpp"
 #include "mac/verify/inputs.hpp"
 
 #include <algorithm>
@@ -14,8 +15,8 @@
 namespace mac::verify {
 namespace {
 
-constexpr const char* kSchema = "mac-verify";
-constexpr int kVersion = 1;
+constexpr const char* kSchema = io::schema::verify::kReportName;
+constexpr int64_t kVersion = io::schema::verify::kVersion;
 // The file formats (docs/verification.md): fixed-length string attributes, contiguous numeric
 // datasets, variable-length string datasets.
 constexpr h5::Str kStringDatasets = h5::Str::kVariable;
@@ -112,13 +113,11 @@ int Report::count(CaseStatus s) const {
 }
 
 void write_report(const std::string& path, const Report& r) {
-  tools::write_atomically(path, [&](const std::string& tmp) {
-    const h5::Handle file = h5::create_file(tmp);
-    const hid_t f = file.get();
+  io::write_h5_atomically(path, [&](hid_t f) {
     const auto& m = r.meta;
-    h5::write_attr(f, "schema", kSchema);
-    h5::write_attr(f, "version", int64_t{kVersion});
-    h5::write_attr(f, "git_commit", m.git_commit);
+    h5::write_attr(f, io::schema::kSchema, kSchema);
+    h5::write_attr(f, io::schema::kVersion, kVersion);
+    h5::write_attr(f, io::schema::kGitCommit, m.git_commit);
     h5::write_attr(f, "device", m.device);
     h5::write_attr(f, "mode", m.mode);
     h5::write_attr(f, "impl", m.impl);
@@ -204,8 +203,9 @@ Report read_report(const std::string& path) {
   const h5::Handle file = h5::open_file(path);
   const hid_t f = file.get();
   Report r;
-  require(h5::attr_string(f, "schema") == kSchema, "report '", path, "': schema is not ", kSchema);
-  const auto v = h5::attr_int64(f, "version");
+  require(h5::attr_string(f, io::schema::kSchema) == kSchema, "report '", path, "': schema is not ",
+          kSchema);
+  const auto v = h5::attr_int64(f, io::schema::kVersion);
   require(v == kVersion, "report '", path, "': version ", v, " is not ", kVersion);
   auto& m = r.meta;
   m.git_commit = h5::attr_string(f, "git_commit");
@@ -401,15 +401,13 @@ std::string summary_table(const Report& r) {
 void write_failure_file(const std::string& path, const CaseResult& res, const ReportMeta& meta,
                         size_t max_input_bytes) {
   const CaseInputs in = make_inputs(res.spec);
-  tools::write_atomically(path, [&](const std::string& tmp) {
-    const h5::Handle file = h5::create_file(tmp);
-    const hid_t f = file.get();
-    h5::write_attr(f, "schema", "mac-verify-case");
-    h5::write_attr(f, "version", int64_t{kVersion});
+  io::write_h5_atomically(path, [&](hid_t f) {
+    h5::write_attr(f, io::schema::kSchema, io::schema::verify::kCaseName);
+    h5::write_attr(f, io::schema::kVersion, kVersion);
     h5::write_attr(f, "case_line", res.spec.to_line());
     h5::write_attr(f, "status", to_string(res.status));
     h5::write_attr(f, "message", res.message);
-    h5::write_attr(f, "git_commit", meta.git_commit);
+    h5::write_attr(f, io::schema::kGitCommit, meta.git_commit);
     h5::write_attr(f, "device", meta.device);
     h5::write_attr(f, "impl", meta.impl);
     size_t bytes = 0;
@@ -496,8 +494,9 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
 
 std::string read_failure_case_line(const std::string& path) {
   const h5::Handle f = h5::open_file(path);
-  require(h5::attr_string(f.get(), "schema") == "mac-verify-case", "replay file '", path,
-          "': schema is not mac-verify-case");
+  require(
+      h5::attr_string(f.get(), io::schema::kSchema) == std::string(io::schema::verify::kCaseName),
+      "replay file '", path, "': schema is not mac-verify-case");
   return h5::attr_string(f.get(), "case_line");
 }
 

@@ -12,13 +12,6 @@
 
 namespace mac::tools {
 
-const char* to_string(Precision p) { return p == Precision::kFp32 ? "fp32" : "fp64"; }
-Precision parse_precision(const std::string& s) {
-  if (s == "fp32") return Precision::kFp32;
-  if (s == "fp64") return Precision::kFp64;
-  throw InputError(msg("precision '", s, "' is not one of: fp32, fp64"));
-}
-
 void SimConfig::validate(const ref::LayerData& layer) const {
   params.validate();
   require(prefill >= 1 && prefill < layer.tokens, "prefill P = ", prefill, " must be in [1, ",

@@ -4,37 +4,32 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <sstream>
 
 namespace mac::study {
 
-std::string fmt(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+Cell fmt(double v) {
+  Cell c("");
+  if (std::isnan(v)) {
+    c.text = "nan";
+  } else if (std::isinf(v)) {
+    c.text = v > 0 ? "inf" : "-inf";
+  } else {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    c.text = buf;
+  }
+  c.value = v;
+  c.number = true;
+  return c;
 }
 
-std::string fmt(int64_t v) { return std::to_string(v); }
-
-namespace {
-bool numeric(const std::string& s, double& out) {
-  if (s == "nan") {
-    out = std::nan("");
-    return true;
-  }
-  if (s == "inf" || s == "-inf") {
-    out = s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
-    return true;
-  }
-  if (s.empty()) return false;
-  char* end = nullptr;
-  out = std::strtod(s.c_str(), &end);
-  return end != nullptr && *end == '\0';
+Cell fmt(int64_t v) {
+  Cell c(std::to_string(v));
+  c.value = static_cast<double>(v);
+  c.number = true;
+  return c;
 }
-}  // namespace
 
 std::string Table::csv() const {
   std::ostringstream os;
@@ -42,14 +37,15 @@ std::string Table::csv() const {
   os << "\n";
   for (const auto& r : rows) {
     for (size_t c = 0; c < r.size(); ++c) {
-      const bool quote = r[c].find_first_of(",\"") != std::string::npos;
+      const std::string& t = r[c].text;
+      const bool quote = t.find_first_of(",\"") != std::string::npos;
       if (c) os << ",";
       if (quote) {
         os << '"';
-        for (char ch : r[c]) os << (ch == '"' ? "\"\"" : std::string(1, ch));
+        for (char ch : t) os << (ch == '"' ? "\"\"" : std::string(1, ch));
         os << '"';
       } else {
-        os << r[c];
+        os << t;
       }
     }
     os << "\n";
@@ -66,12 +62,15 @@ void Table::write_group(hid_t file, const std::string& group) const {
   for (size_t c = 0; c < columns.size(); ++c) {
     std::vector<double> num(rows.size());
     bool all_num = true;
-    for (size_t i = 0; i < rows.size() && all_num; ++i) all_num = numeric(rows[i][c], num[i]);
+    for (size_t i = 0; i < rows.size() && all_num; ++i) {
+      all_num = rows[i][c].number;
+      num[i] = rows[i][c].value;
+    }
     if (all_num) {
       h5::write(g.get(), columns[c], num, kLayout);
     } else {
       std::vector<std::string> s(rows.size());
-      for (size_t i = 0; i < rows.size(); ++i) s[i] = rows[i][c];
+      for (size_t i = 0; i < rows.size(); ++i) s[i] = rows[i][c].text;
       h5::write_strings(g.get(), columns[c], s, h5::Str::kFixed);
     }
   }

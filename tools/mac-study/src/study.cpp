@@ -1,10 +1,11 @@
 #include "mac/study/study.hpp"
 
 #include "h5table.hpp"
+#include "mac/io/atomic_file.hpp"
+#include "mac/io/schema.hpp"
+#include "mac/io/trace_io.hpp"
 #include "mac/oracle/oracle.hpp"
 #include "mac/ref/synth.hpp"
-#include "mac/ref/trace_io.hpp"
-#include "mac/tools/files.hpp"
 #include "mac/tools/progress.hpp"
 
 #include <omp.h>
@@ -183,7 +184,7 @@ std::string RunSpec::key() const {
   return msg("v", kRunVersion, ";fingerprint=", fingerprint, ";layer=", layer,
              ";tau=", num(params.tau), ";ring=", params.ring, ";tail=", params.tail,
              ";sinks=", params.sinks, ";gen_min=", params.gen_min, ";variant=", to_string(variant),
-             ";storage=", to_string(storage), ";precision=", tools::to_string(precision),
+             ";storage=", to_string(storage), ";precision=", mac::to_string(precision),
              ";prefill=", prefill, ";steps=", steps, ";bound=", bound ? 1 : 0);
 }
 
@@ -395,12 +396,10 @@ std::string run_path(const std::string& out_dir, const RunSpec& spec) {
 }
 
 void write_run(const std::string& path, const RunResult& r) {
-  tools::write_atomically(path, [&](const std::string& tmp) {
-    auto f = h5::create_file(tmp);
-    const hid_t id = f.get();
+  io::write_h5_atomically(path, [&](hid_t id) {
     const auto& s = r.spec;
-    h5::write_attr(id, "schema", std::string(kRunSchema));
-    h5::write_attr(id, "version", kRunVersion);
+    h5::write_attr(id, io::schema::kSchema, std::string(kRunSchema));
+    h5::write_attr(id, io::schema::kVersion, kRunVersion);
     h5::write_attr(id, "key", s.key());
     h5::write_attr(id, "hash", s.hash());
     h5::write_attr(id, "trace", s.trace);
@@ -414,7 +413,7 @@ void write_run(const std::string& path, const RunResult& r) {
     h5::write_attr(id, "gen_min", s.params.gen_min);
     h5::write_attr(id, "variant", std::string(to_string(s.variant)));
     h5::write_attr(id, "storage", std::string(to_string(s.storage)));
-    h5::write_attr(id, "precision", std::string(tools::to_string(s.precision)));
+    h5::write_attr(id, "precision", std::string(mac::to_string(s.precision)));
     h5::write_attr(id, "prefill", s.prefill);
     h5::write_attr(id, "steps", r.steps);
     h5::write_attr(id, "bound", static_cast<int64_t>(s.bound));
@@ -423,7 +422,7 @@ void write_run(const std::string& path, const RunResult& r) {
     h5::write_attr(id, "bound_cpu_seconds", r.bound_cpu_seconds);
     h5::write_attr(id, "hit_rate", r.hit_rate());
     h5::write_attr(id, "kv_fraction", r.kv_fraction());
-    h5::write_attr(id, "git_commit", std::string(MAC_GIT_COMMIT));
+    h5::write_attr(id, io::schema::kGitCommit, std::string(MAC_GIT_COMMIT));
     const std::vector<hsize_t> sh{static_cast<hsize_t>(r.steps), static_cast<hsize_t>(r.heads)};
     h5::write(id, "position", {static_cast<hsize_t>(r.steps)}, r.position, kLayout);
     h5::write(id, "hit", sh, r.hit, kLayout);
@@ -441,18 +440,19 @@ void write_run(const std::string& path, const RunResult& r) {
     h5::write(id, "bound", sh, r.bound, kLayout);
     h5::write(id, "bound_paper", sh, r.bound_paper, kLayout);
     // Written last: a reader treats a file without it as incomplete.
-    h5::write_attr(id, "complete", int64_t{1});
+    h5::write_attr(id, io::schema::kComplete, int64_t{1});
   });
 }
 
 RunResult read_run(const std::string& path) {
   const h5::Handle f = h5::open_file(path);
   const hid_t id = f.get();
-  require(h5::has_attr(id, "schema") && h5::attr_string(id, "schema") == kRunSchema, "'", path,
-          "' is not a mac-study run file");
-  require(h5::attr_int64(id, "version") == kRunVersion, "'", path, "': unknown version");
-  require(h5::has_attr(id, "complete") && h5::attr_int64(id, "complete") == 1, "'", path,
-          "' is incomplete");
+  require(h5::has_attr(id, io::schema::kSchema) &&
+              h5::attr_string(id, io::schema::kSchema) == kRunSchema,
+          "'", path, "' is not a mac-study run file");
+  require(h5::attr_int64(id, io::schema::kVersion) == kRunVersion, "'", path, "': unknown version");
+  require(h5::has_attr(id, io::schema::kComplete) && h5::attr_int64(id, io::schema::kComplete) == 1,
+          "'", path, "' is incomplete");
   RunResult r;
   auto& s = r.spec;
   s.trace = h5::attr_string(id, "trace");
@@ -466,7 +466,7 @@ RunResult read_run(const std::string& path) {
   s.params.gen_min = h5::attr_int64(id, "gen_min");
   s.variant = parse_variant(h5::attr_string(id, "variant"));
   s.storage = parse_state_storage(h5::attr_string(id, "storage"));
-  s.precision = tools::parse_precision(h5::attr_string(id, "precision"));
+  s.precision = mac::parse_precision(h5::attr_string(id, "precision"));
   s.prefill = h5::attr_int64(id, "prefill");
   s.bound = h5::attr_int64(id, "bound") != 0;
   const int64_t S = h5::attr_int64(id, "steps");
@@ -505,8 +505,10 @@ bool run_complete(const std::string& path, const RunSpec& spec) {
   try {
     const h5::Handle f = h5::open_file(path);
     const hid_t id = f.get();
-    return h5::has_attr(id, "schema") && h5::attr_string(id, "schema") == kRunSchema &&
-           h5::has_attr(id, "complete") && h5::attr_int64(id, "complete") == 1 &&
+    return h5::has_attr(id, io::schema::kSchema) &&
+           h5::attr_string(id, io::schema::kSchema) == kRunSchema &&
+           h5::has_attr(id, io::schema::kComplete) &&
+           h5::attr_int64(id, io::schema::kComplete) == 1 &&
            h5::attr_string(id, "key") == spec.key();
   } catch (const InputError&) {
     return false;
@@ -514,19 +516,18 @@ bool run_complete(const std::string& path, const RunSpec& spec) {
 }
 
 void write_exact(const std::string& path, const ExactCache& c) {
-  tools::write_atomically(path, [&](const std::string& tmp) {
-    auto f = h5::create_file(tmp);
-    h5::write_attr(f.get(), "schema", std::string(kExactSchema));
-    h5::write_attr(f.get(), "version", kExactVersion);
-    h5::write_attr(f.get(), "prefill", c.prefill);
-    h5::write_attr(f.get(), "steps", c.steps);
-    h5::write(f.get(), "exact_out",
+  io::write_h5_atomically(path, [&](hid_t f) {
+    h5::write_attr(f, io::schema::kSchema, std::string(kExactSchema));
+    h5::write_attr(f, io::schema::kVersion, kExactVersion);
+    h5::write_attr(f, "prefill", c.prefill);
+    h5::write_attr(f, "steps", c.steps);
+    h5::write(f, "exact_out",
               {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads),
                static_cast<hsize_t>(c.head_dim)},
               c.out, kLayout);
-    h5::write(f.get(), "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)},
-              c.lse, kLayout);
-    h5::write_attr(f.get(), "complete", int64_t{1});
+    h5::write(f, "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)}, c.lse,
+              kLayout);
+    h5::write_attr(f, io::schema::kComplete, int64_t{1});
   });
 }
 
@@ -535,8 +536,9 @@ bool read_exact(const std::string& path, int64_t prefill, int64_t steps, ExactCa
   try {
     const h5::Handle f = h5::open_file(path);
     const hid_t id = f.get();
-    if (h5::attr_string(id, "schema") != kExactSchema ||
-        h5::attr_int64(id, "version") != kExactVersion || h5::attr_int64(id, "complete") != 1 ||
+    if (h5::attr_string(id, io::schema::kSchema) != kExactSchema ||
+        h5::attr_int64(id, io::schema::kVersion) != kExactVersion ||
+        h5::attr_int64(id, io::schema::kComplete) != 1 ||
         h5::attr_int64(id, "prefill") != prefill || h5::attr_int64(id, "steps") != steps)
       return false;
     c.prefill = prefill;
@@ -560,7 +562,7 @@ std::vector<std::string> config_columns() {
           "tail", "sinks", "variant", "storage", "precision"};
 }
 
-std::vector<std::string> config_cells(const RunSpec& s) {
+std::vector<Cell> config_cells(const RunSpec& s) {
   return {s.hash(),
           fs::path(s.trace).filename().string(),
           fmt(s.layer),
@@ -570,7 +572,7 @@ std::vector<std::string> config_cells(const RunSpec& s) {
           fmt(s.params.sinks),
           to_string(s.variant),
           to_string(s.storage),
-          tools::to_string(s.precision)};
+          mac::to_string(s.precision)};
 }
 
 template <typename T>
@@ -802,14 +804,13 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
       {"runs", &t_runs},    {"error_vs_depth", &t_depth}, {"error_vs_lag", &t_lag},
       {"hit_rate", &t_tau}, {"bound_hist", &t_hist},      {"pairs", &t_pairs}};
   for (const auto& [name, t] : tables)
-    tools::write_text_file((fs::path(out_dir) / (name + ".csv")).string(), t->csv());
-  tools::write_atomically((fs::path(out_dir) / "study.h5").string(), [&](const std::string& tmp) {
-    auto f = h5::create_file(tmp);
-    h5::write_attr(f.get(), "schema", std::string("mac-study"));
-    h5::write_attr(f.get(), "version", int64_t{1});
-    h5::write_attr(f.get(), "runs", static_cast<int64_t>(runs.size()));
-    h5::write_attr(f.get(), "git_commit", std::string(MAC_GIT_COMMIT));
-    for (const auto& [name, t] : tables) t->write_group(f.get(), name);
+    io::write_text_file((fs::path(out_dir) / (name + ".csv")).string(), t->csv());
+  io::write_h5_atomically((fs::path(out_dir) / "study.h5").string(), [&](hid_t f) {
+    h5::write_attr(f, io::schema::kSchema, std::string(io::schema::study::kTablesName));
+    h5::write_attr(f, io::schema::kVersion, io::schema::study::kTablesVersion);
+    h5::write_attr(f, "runs", static_cast<int64_t>(runs.size()));
+    h5::write_attr(f, io::schema::kGitCommit, std::string(MAC_GIT_COMMIT));
+    for (const auto& [name, t] : tables) t->write_group(f, name);
   });
 }
 
@@ -828,7 +829,7 @@ SweepReport run_sweep(const SweepConfig& cfg) {
           "every sweep list needs at least one value");
   for (auto v : cfg.variants) parse_variant(v);
   for (auto v : cfg.storages) parse_state_storage(v);
-  for (auto v : cfg.precisions) tools::parse_precision(v);
+  for (auto v : cfg.precisions) mac::parse_precision(v);
   for (double tau : cfg.taus)
     for (auto M : cfg.rings)
       for (auto r : cfg.tails)
@@ -867,7 +868,7 @@ SweepReport run_sweep(const SweepConfig& cfg) {
       }
     } else {
       // Layers of a file are read one at a time (a full real trace is hundreds of MB).
-      trace.meta = ref::read_trace_meta(path);
+      trace.meta = io::read_trace_meta(path);
       for (auto l : cfg.layers)
         require(l >= 0 && l < trace.meta.num_layers, "layer ", l, " is outside [0, ",
                 trace.meta.num_layers, ") of ", path);
@@ -878,7 +879,7 @@ SweepReport run_sweep(const SweepConfig& cfg) {
 
     for (size_t li = 0; li < layer_ids.size(); ++li) {
       ref::LayerData loaded;
-      if (!path.empty()) loaded = ref::read_trace_layer(path, layer_ids[li]);
+      if (!path.empty()) loaded = io::read_trace_layer(path, layer_ids[li]);
       const auto& L = path.empty() ? trace.layers[li] : loaded;
       const double scale = trace.meta.softmax_scale;
       const int64_t P = cfg.prefill >= 0 ? cfg.prefill : L.tokens / 2;
@@ -904,7 +905,7 @@ SweepReport run_sweep(const SweepConfig& cfg) {
                     s.params = MacParams{tau, M, r, F, cfg.gen_min};
                     s.variant = parse_variant(var);
                     s.storage = parse_state_storage(sto);
-                    s.precision = tools::parse_precision(pre);
+                    s.precision = mac::parse_precision(pre);
                     s.prefill = P;
                     s.steps = S;
                     s.bound = cfg.bound;
@@ -1002,11 +1003,11 @@ SweepReport run_sweep(const SweepConfig& cfg) {
     const auto ka = std::make_tuple(
         a.spec.trace, a.spec.layer, a.spec.params.tau, a.spec.params.ring, a.spec.params.tail,
         a.spec.params.sinks, std::string(to_string(a.spec.variant)),
-        std::string(to_string(a.spec.storage)), std::string(tools::to_string(a.spec.precision)));
+        std::string(to_string(a.spec.storage)), std::string(mac::to_string(a.spec.precision)));
     const auto kb = std::make_tuple(
         b.spec.trace, b.spec.layer, b.spec.params.tau, b.spec.params.ring, b.spec.params.tail,
         b.spec.params.sinks, std::string(to_string(b.spec.variant)),
-        std::string(to_string(b.spec.storage)), std::string(tools::to_string(b.spec.precision)));
+        std::string(to_string(b.spec.storage)), std::string(mac::to_string(b.spec.precision)));
     return ka < kb;
   });
   write_tables(cfg.out_dir, results);

@@ -57,12 +57,17 @@ enum class PrefillMode {
   kDowndate,  //!< full(q_p, [0, p]) ⊖ (sinks ⊕ window [E(p), p])
 };
 
+/*! \brief Arithmetic precision of the decode stepper: DecodeStepper<float> or <double>. */
+enum class Precision { kFp32, kFp64 };
+
 const char* to_string(StateStorage s);
 const char* to_string(Variant v);
 const char* to_string(PrefillMode m);
 StateStorage parse_state_storage(const std::string& s);  //!< "production" | "full"
 Variant parse_variant(const std::string& s);             //!< "split" | "downdate"
 PrefillMode parse_prefill_mode(const std::string& s);    //!< "direct" | "downdate"
+const char* to_string(Precision p);
+Precision parse_precision(const std::string& s);  //!< "fp32" | "fp64"
 
 /*! \brief MAC parameters (DESIGN §3), with the spec's defaults. */
 struct MacParams {
@@ -75,6 +80,18 @@ struct MacParams {
   /*! \brief Throws InputError naming the first bad value (τ finite and < 1, M ≥ 1,
    *         r ≥ 0, F ≥ 0, gen_min ≥ 0). */
   void validate() const;
+};
+
+/*! \brief Everything that configures one run of the decode stepper over a layer: the
+ *  arguments of DecodeStepper<T>'s constructor, its precision T and its prefill(P, mode).
+ *  The run dump (mac/io/trace_io.hpp) records exactly this. */
+struct StepperConfig {
+  MacParams params;
+  Variant variant = Variant::kSplit;
+  StateStorage storage = StateStorage::kProduction;
+  PrefillMode prefill_mode = PrefillMode::kDirect;
+  Precision precision = Precision::kFp32;
+  int64_t prefill = 0;  //!< P: positions < P are prompt
 };
 
 }  // namespace mac

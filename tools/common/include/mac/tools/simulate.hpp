@@ -22,19 +22,10 @@
 
 namespace mac::tools {
 
-enum class Precision { kFp32, kFp64 };
-const char* to_string(Precision p);
-Precision parse_precision(const std::string& s);  //!< "fp32" | "fp64"
-
-struct SimConfig {
-  MacParams params;
-  Variant variant = Variant::kSplit;
-  StateStorage storage = StateStorage::kProduction;
-  PrefillMode prefill_mode = PrefillMode::kDirect;
-  Precision precision = Precision::kFp32;
-  int64_t prefill = 0;  //!< P: positions < P are prompt
-  int64_t steps = 0;    //!< decode steps to run; 0 = to the end of the layer
-  bool oracle = true;   //!< evaluate the FP64 oracle (exact full attention and same-decision MAC)
+/*! \brief The stepper's configuration and how much of the layer to run, with what. */
+struct SimConfig : StepperConfig {
+  int64_t steps = 0;   //!< decode steps to run; 0 = to the end of the layer
+  bool oracle = true;  //!< evaluate the FP64 oracle (exact full attention and same-decision MAC)
   bool progress = false;
   std::string label = "simulate";
 

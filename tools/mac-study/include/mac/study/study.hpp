@@ -15,6 +15,7 @@
  *  renamed when complete; the hash covers the whole configuration and a fingerprint of
  *  the trace layer's data, so a rerun skips exactly the runs whose file is present.
  */
+#include "mac/io/schema.hpp"
 #include "mac/ref/common.hpp"
 #include "mac/ref/state.hpp"
 #include "mac/ref/trace.hpp"
@@ -28,10 +29,10 @@
 
 namespace mac::study {
 
-inline constexpr const char* kRunSchema = "mac-study-run";
-inline constexpr int64_t kRunVersion = 1;
-inline constexpr const char* kExactSchema = "mac-study-exact";
-inline constexpr int64_t kExactVersion = 1;
+inline constexpr const char* kRunSchema = io::schema::study::kRunName;
+inline constexpr int64_t kRunVersion = io::schema::study::kRunVersion;
+inline constexpr const char* kExactSchema = io::schema::study::kExactName;
+inline constexpr int64_t kExactVersion = io::schema::study::kExactVersion;
 
 // ---------------------------------------------------------------------------------
 // The per-step bound (docs/results.md, "The per-step bound").
@@ -116,7 +117,7 @@ struct RunSpec {
   MacParams params;
   Variant variant = Variant::kSplit;
   StateStorage storage = StateStorage::kProduction;
-  tools::Precision precision = tools::Precision::kFp32;
+  mac::Precision precision = mac::Precision::kFp32;
   int64_t prefill = 0, steps = 0;
   bool bound = true;  //!< evaluate the drift bound on every hit
 

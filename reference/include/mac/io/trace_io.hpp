@@ -4,7 +4,8 @@
  *         the run dump (schema "mac-run", version 1) of DESIGN §6. Schemas are
  *         documented in docs/file-formats.md.
  *
- *  Writers write to `<path>.tmp.<pid>` and rename on success: never a half file.
+ *  Writers go through write_h5_atomically (mac/io/atomic_file.hpp): never a half file.
+ *  The attribute and dataset names are mac/io/schema.hpp.
  *  Readers reject unknown schema/version, shape mismatches, NaN/Inf and values that
  *  are not BF16-exact with one InputError naming the file and dataset.
  */
@@ -16,12 +17,11 @@
 #include <string>
 #include <vector>
 
-namespace mac::ref {
+namespace mac::io {
 
-inline constexpr const char* kTraceSchema = "mac-trace";
-inline constexpr int64_t kTraceVersion = 1;
-inline constexpr const char* kRunSchema = "mac-run";
-inline constexpr int64_t kRunVersion = 1;
+using ref::LayerData;
+using ref::Trace;
+using ref::TraceMeta;
 
 /*! \brief Writes a whole trace. `compress` enables gzip (level 4) chunked datasets.
  *  `extra_attrs` are written as extra string root attributes (e.g. provenance). */
@@ -44,11 +44,7 @@ LayerData read_trace_layer(const std::string& path, int64_t layer, int64_t max_t
 /*! \brief Run dump of one layer of one trace (DESIGN §6), over decode steps S and
  *  query heads Hq. All arrays row-major. */
 struct RunDump {
-  // Configuration echoed as root attributes.
-  double tau = 0;
-  int64_t ring = 0, tail = 0, sinks = 0, gen_min = 0;
-  std::string variant, precision, prefill_mode, storage;
-  int64_t prefill = 0;  //!< P: positions < P are prompt
+  StepperConfig config;  //!< the run's configuration, echoed as root attributes
   int64_t layer = 0;
   std::string trace_source;
 
@@ -73,4 +69,4 @@ void write_run_dump(const std::string& path, const RunDump& dump);
 /*! \brief Reads a run dump, checking schema, version and shapes. */
 RunDump read_run_dump(const std::string& path);
 
-}  // namespace mac::ref
+}  // namespace mac::io

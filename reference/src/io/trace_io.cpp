@@ -5,57 +5,24 @@
  *  Every failure is one mac::InputError whose message starts with the file name and
  *  names the attribute or dataset. The HDF5 mechanics are mac::h5 (mac/io/h5.hpp).
  */
-#include "mac/ref/trace_io.hpp"
+#include "mac/io/trace_io.hpp"
 
+#include "mac/io/atomic_file.hpp"
 #include "mac/io/h5.hpp"
-#include "mac/ref/bf16.hpp"
-
-#include <unistd.h>
+#include "mac/io/schema.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
 #include <limits>
 
-namespace mac::ref {
+namespace mac::io {
 namespace {
 
-namespace fs = std::filesystem;
-
-// ---------------------------------------------------------------------------
-// Temporary output file: `<path>.tmp.<pid>`, renamed on commit, removed otherwise.
-// ---------------------------------------------------------------------------
-
-class TempOutput {
- public:
-  explicit TempOutput(const std::string& path) : path_(path) {
-    require(!path.empty(), "output path is empty");
-    const fs::path p(path);
-    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-    std::error_code ec;
-    require(fs::is_directory(dir, ec), path, ": cannot write: directory '", dir.string(),
-            "' does not exist");
-    require(!fs::is_directory(p, ec), path, ": cannot write: it is a directory");
-    tmp_ = msg(path, ".tmp.", static_cast<long>(::getpid()));
-  }
-  TempOutput(const TempOutput&) = delete;
-  TempOutput& operator=(const TempOutput&) = delete;
-  ~TempOutput() {
-    if (!committed_) std::remove(tmp_.c_str());
-  }
-  const std::string& tmp() const { return tmp_; }
-  /*! \brief Renames the finished temporary file onto the target path. */
-  void commit() {
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-      throw InputError(msg(path_, ": cannot rename temporary file '", tmp_, "' onto it"));
-    committed_ = true;
-  }
-
- private:
-  std::string path_, tmp_;
-  bool committed_ = false;
-};
+using ref::LayerData;
+using ref::Trace;
+using ref::TraceMeta;
+namespace tr = schema::trace;
+namespace rn = schema::run;
 
 /*! \brief Scalar root attributes of both file kinds: strings are variable-length UTF-8, as
  *  h5py writes them (the reader also accepts fixed-length strings). */
@@ -70,9 +37,9 @@ void write_attr(hid_t loc, const std::string& name, double v) { h5::write_attr(l
 
 /*! \brief Checks the schema/version pair shared by both file kinds. */
 void check_schema(hid_t root, const std::string& file, const char* schema, int64_t version) {
-  const std::string s = h5::attr_string(root, "schema");
+  const std::string s = h5::attr_string(root, schema::kSchema);
   require(s == schema, file, ": attribute schema = '", s, "' is not '", schema, "'");
-  const int64_t v = h5::attr_int64(root, "version");
+  const int64_t v = h5::attr_int64(root, schema::kVersion);
   require(v == version, file, ": attribute version = ", v, " is not supported (this reader knows ",
           schema, " version ", version, ")");
 }
@@ -102,32 +69,44 @@ h5::Dataset open_dataset(hid_t f, const std::string& file, const std::string& na
 
 using h5::shape_str;
 
+/*! \brief Reads string attribute `name` and parses it, the parser's message prefixed with
+ *  the file and the attribute. */
+template <typename Parse>
+auto parse_attr(hid_t loc, const std::string& file, const char* name, Parse parse) {
+  const std::string v = h5::attr_string(loc, name);
+  try {
+    return parse(v);
+  } catch (const InputError& e) {
+    throw InputError(msg(file, ": attribute ", name, ": ", e.what()));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Trace.
 // ---------------------------------------------------------------------------
 
-const char* const kTraceAttrs[] = {"schema",       "version",    "head_dim",      "num_q_heads",
-                                   "num_kv_heads", "num_layers", "softmax_scale", "rope_theta",
-                                   "rope_style",   "source"};
+const char* const kTraceAttrs[] = {
+    schema::kSchema, schema::kVersion,  tr::kHeadDim,   tr::kNumQHeads, tr::kNumKvHeads,
+    tr::kNumLayers,  tr::kSoftmaxScale, tr::kRopeTheta, tr::kRopeStyle, tr::kSource};
 
-std::string layer_path(int64_t i) { return msg("/layers/", i); }
+std::string layer_path(int64_t i) { return msg(tr::kLayers, "/", i); }
 
 TraceMeta read_meta(hid_t f, const std::string& file) {
-  check_schema(f, file, kTraceSchema, kTraceVersion);
+  check_schema(f, file, tr::kName, tr::kVersion);
   TraceMeta m;
-  m.head_dim = h5::attr_int64(f, "head_dim");
-  m.num_q_heads = h5::attr_int64(f, "num_q_heads");
-  m.num_kv_heads = h5::attr_int64(f, "num_kv_heads");
-  m.num_layers = h5::attr_int64(f, "num_layers");
-  m.softmax_scale = h5::attr_double(f, "softmax_scale");
-  m.rope_theta = h5::attr_double(f, "rope_theta");
-  const std::string style = h5::attr_string(f, "rope_style");
+  m.head_dim = h5::attr_int64(f, tr::kHeadDim);
+  m.num_q_heads = h5::attr_int64(f, tr::kNumQHeads);
+  m.num_kv_heads = h5::attr_int64(f, tr::kNumKvHeads);
+  m.num_layers = h5::attr_int64(f, tr::kNumLayers);
+  m.softmax_scale = h5::attr_double(f, tr::kSoftmaxScale);
+  m.rope_theta = h5::attr_double(f, tr::kRopeTheta);
+  const std::string style = h5::attr_string(f, tr::kRopeStyle);
   try {
-    m.rope_style = parse_rope_style(style);
+    m.rope_style = ref::parse_rope_style(style);
   } catch (const InputError& e) {
     throw InputError(msg(file, ": attribute ", e.what()));
   }
-  m.source = h5::attr_string(f, "source");
+  m.source = h5::attr_string(f, tr::kSource);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -145,10 +124,10 @@ LayerData read_layer(hid_t f, const std::string& file, const TraceMeta& m, int64
     const char* name;
     int64_t heads;
   };
-  const Spec specs[] = {{"q_pre", m.num_q_heads},
-                        {"q_post", m.num_q_heads},
-                        {"k", m.num_kv_heads},
-                        {"v", m.num_kv_heads}};
+  const Spec specs[] = {{tr::kQPre, m.num_q_heads},
+                        {tr::kQPost, m.num_q_heads},
+                        {tr::kK, m.num_kv_heads},
+                        {tr::kV, m.num_kv_heads}};
   h5::Dataset ds[4];
   hsize_t T = 0;
   for (int i = 0; i < 4; ++i) {
@@ -209,23 +188,20 @@ void write_trace(const std::string& path, const Trace& trace, bool compress,
               "' would overwrite a schema attribute");
   }
 
-  TempOutput out(path);
-  {
-    h5::Handle f = h5::create_file(out.tmp());
-    const hid_t r = f.get();
-    write_attr(r, "schema", kTraceSchema);
-    write_attr(r, "version", kTraceVersion);
-    write_attr(r, "head_dim", m.head_dim);
-    write_attr(r, "num_q_heads", m.num_q_heads);
-    write_attr(r, "num_kv_heads", m.num_kv_heads);
-    write_attr(r, "num_layers", m.num_layers);
-    write_attr(r, "softmax_scale", m.softmax_scale);
-    write_attr(r, "rope_theta", m.rope_theta);
-    write_attr(r, "rope_style", to_string(m.rope_style));
-    write_attr(r, "source", m.source);
+  write_h5_atomically(path, [&](hid_t r) {
+    write_attr(r, schema::kSchema, tr::kName);
+    write_attr(r, schema::kVersion, tr::kVersion);
+    write_attr(r, tr::kHeadDim, m.head_dim);
+    write_attr(r, tr::kNumQHeads, m.num_q_heads);
+    write_attr(r, tr::kNumKvHeads, m.num_kv_heads);
+    write_attr(r, tr::kNumLayers, m.num_layers);
+    write_attr(r, tr::kSoftmaxScale, m.softmax_scale);
+    write_attr(r, tr::kRopeTheta, m.rope_theta);
+    write_attr(r, tr::kRopeStyle, to_string(m.rope_style));
+    write_attr(r, tr::kSource, m.source);
     for (const auto& kv : extra_attrs) write_attr(r, kv.first, kv.second);
 
-    h5::create_group(r, "/layers");
+    h5::create_group(r, tr::kLayers);
     const int gzip = compress ? 4 : 0;
     for (size_t i = 0; i < trace.layers.size(); ++i) {
       const LayerData& L = trace.layers[i];
@@ -236,14 +212,12 @@ void write_trace(const std::string& path, const Trace& trace, bool compress,
                                        static_cast<hsize_t>(L.head_dim)};
       const std::vector<hsize_t> dk = {T, static_cast<hsize_t>(L.num_kv_heads),
                                        static_cast<hsize_t>(L.head_dim)};
-      write_dataset(r, base + "/q_pre", dq, L.q_pre, gzip);
-      write_dataset(r, base + "/q_post", dq, L.q_post, gzip);
-      write_dataset(r, base + "/k", dk, L.k, gzip);
-      write_dataset(r, base + "/v", dk, L.v, gzip);
+      write_dataset(r, base + "/" + tr::kQPre, dq, L.q_pre, gzip);
+      write_dataset(r, base + "/" + tr::kQPost, dq, L.q_post, gzip);
+      write_dataset(r, base + "/" + tr::kK, dk, L.k, gzip);
+      write_dataset(r, base + "/" + tr::kV, dk, L.v, gzip);
     }
-    require(H5Fflush(r, H5F_SCOPE_GLOBAL) >= 0, path, ": cannot flush");
-  }  // file closed here, before the rename
-  out.commit();
+  });
 }
 
 TraceMeta read_trace_meta(const std::string& path) {
@@ -258,7 +232,7 @@ Trace read_trace(const std::string& path, const std::vector<int64_t>& layers, in
   t.meta = read_meta(f.get(), path);
   // Every layer group the root promises must be there, and no others.
   {
-    h5::Handle g = h5::open_group(f.get(), "/layers");
+    h5::Handle g = h5::open_group(f.get(), tr::kLayers);
     H5G_info_t info;
     require(H5Gget_info(g.get(), &info) >= 0, path, ": /layers: cannot query");
     require(static_cast<int64_t>(info.nlinks) == t.meta.num_layers, path, ": /layers has ",
@@ -332,24 +306,22 @@ void check_dump_shapes(const RunDump& d, const std::string& path) {
 
 void write_run_dump(const std::string& path, const RunDump& d) {
   check_dump_shapes(d, path);
-  TempOutput out(path);
-  {
-    h5::Handle f = h5::create_file(out.tmp());
-    const hid_t r = f.get();
-    write_attr(r, "schema", kRunSchema);
-    write_attr(r, "version", kRunVersion);
-    write_attr(r, "tau", d.tau);
-    write_attr(r, "ring", d.ring);
-    write_attr(r, "tail", d.tail);
-    write_attr(r, "sinks", d.sinks);
-    write_attr(r, "gen_min", d.gen_min);
-    write_attr(r, "variant", d.variant);
-    write_attr(r, "precision", d.precision);
-    write_attr(r, "prefill", d.prefill);
-    write_attr(r, "layer", d.layer);
-    write_attr(r, "prefill_mode", d.prefill_mode);
-    write_attr(r, "storage", d.storage);
-    write_attr(r, "trace_source", d.trace_source);
+  write_h5_atomically(path, [&](hid_t r) {
+    write_attr(r, schema::kSchema, rn::kName);
+    write_attr(r, schema::kVersion, rn::kVersion);
+    const StepperConfig& c = d.config;
+    write_attr(r, rn::kTau, c.params.tau);
+    write_attr(r, rn::kRing, c.params.ring);
+    write_attr(r, rn::kTail, c.params.tail);
+    write_attr(r, rn::kSinks, c.params.sinks);
+    write_attr(r, rn::kGenMin, c.params.gen_min);
+    write_attr(r, rn::kVariant, to_string(c.variant));
+    write_attr(r, rn::kPrecision, to_string(c.precision));
+    write_attr(r, rn::kPrefill, c.prefill);
+    write_attr(r, rn::kLayer, d.layer);
+    write_attr(r, rn::kPrefillMode, to_string(c.prefill_mode));
+    write_attr(r, rn::kStorage, to_string(c.storage));
+    write_attr(r, rn::kTraceSource, d.trace_source);
 
     const auto S = static_cast<hsize_t>(d.steps), H = static_cast<hsize_t>(d.num_q_heads),
                D = static_cast<hsize_t>(d.head_dim);
@@ -357,43 +329,42 @@ void write_run_dump(const std::string& path, const RunDump& d) {
     // Run dumps are large FP64 arrays that compress poorly; gzip level 1 + shuffle keeps
     // writing fast while still squeezing the int8/int64 columns.
     const int gz = 1;
-    write_dataset(r, "/position", s1, d.position, gz);
-    write_dataset(r, "/hit", sh, d.hit, gz);
-    write_dataset(r, "/match_pos", sh, d.match_pos, gz);
-    write_dataset(r, "/d2", sh, d.d2, gz);
-    write_dataset(r, "/out", shd, d.out, gz);
-    write_dataset(r, "/lse", sh, d.lse, gz);
-    write_dataset(r, "/exact_out", shd, d.exact_out, gz);
-    write_dataset(r, "/exact_lse", sh, d.exact_lse, gz);
-    write_dataset(r, "/kv_tokens_read", sh, d.kv_tokens_read, gz);
-    require(H5Fflush(r, H5F_SCOPE_GLOBAL) >= 0, path, ": cannot flush");
-  }
-  out.commit();
+    write_dataset(r, rn::kPosition, s1, d.position, gz);
+    write_dataset(r, rn::kHit, sh, d.hit, gz);
+    write_dataset(r, rn::kMatchPos, sh, d.match_pos, gz);
+    write_dataset(r, rn::kD2, sh, d.d2, gz);
+    write_dataset(r, rn::kOut, shd, d.out, gz);
+    write_dataset(r, rn::kLse, sh, d.lse, gz);
+    write_dataset(r, rn::kExactOut, shd, d.exact_out, gz);
+    write_dataset(r, rn::kExactLse, sh, d.exact_lse, gz);
+    write_dataset(r, rn::kKvTokensRead, sh, d.kv_tokens_read, gz);
+  });
 }
 
 RunDump read_run_dump(const std::string& path) {
   h5::Handle f = h5::open_file(path);
   const hid_t r = f.get();
-  check_schema(r, path, kRunSchema, kRunVersion);
+  check_schema(r, path, rn::kName, rn::kVersion);
   RunDump d;
-  d.tau = h5::attr_double(r, "tau");
-  d.ring = h5::attr_int64(r, "ring");
-  d.tail = h5::attr_int64(r, "tail");
-  d.sinks = h5::attr_int64(r, "sinks");
-  d.gen_min = h5::attr_int64(r, "gen_min");
-  d.variant = h5::attr_string(r, "variant");
-  d.precision = h5::attr_string(r, "precision");
-  d.prefill = h5::attr_int64(r, "prefill");
-  d.layer = h5::attr_int64(r, "layer");
-  d.prefill_mode = h5::attr_string(r, "prefill_mode");
-  d.storage = h5::attr_string(r, "storage");
-  d.trace_source = h5::attr_string(r, "trace_source");
+  StepperConfig& c = d.config;
+  c.params.tau = h5::attr_double(r, rn::kTau);
+  c.params.ring = h5::attr_int64(r, rn::kRing);
+  c.params.tail = h5::attr_int64(r, rn::kTail);
+  c.params.sinks = h5::attr_int64(r, rn::kSinks);
+  c.params.gen_min = h5::attr_int64(r, rn::kGenMin);
+  c.variant = parse_attr(r, path, rn::kVariant, parse_variant);
+  c.precision = parse_attr(r, path, rn::kPrecision, parse_precision);
+  c.prefill = h5::attr_int64(r, rn::kPrefill);
+  d.layer = h5::attr_int64(r, rn::kLayer);
+  c.prefill_mode = parse_attr(r, path, rn::kPrefillMode, parse_prefill_mode);
+  c.storage = parse_attr(r, path, rn::kStorage, parse_state_storage);
+  d.trace_source = h5::attr_string(r, rn::kTraceSource);
 
   const h5::Dataset pos =
-      open_dataset(r, path, "/position", 1, H5T_INTEGER, 0, "an integer dataset");
+      open_dataset(r, path, rn::kPosition, 1, H5T_INTEGER, 0, "an integer dataset");
   const hsize_t S = pos.dims[0];
   const h5::Dataset out =
-      open_dataset(r, path, "/out", 3, H5T_FLOAT, 0, "a floating-point dataset");
+      open_dataset(r, path, rn::kOut, 3, H5T_FLOAT, 0, "a floating-point dataset");
   const std::vector<hsize_t>& dims = out.dims;
   require(dims[0] == S, path, ": /out has shape ", shape_str(dims), ", /position has ", S,
           " steps");
@@ -417,14 +388,14 @@ RunDump read_run_dump(const std::string& path) {
             shape_str(want), " (from /position and /out)");
     vec = h5::read_rows<typename std::decay_t<decltype(vec)>::value_type>(ds, S);
   };
-  read_sh("/hit", H5T_INTEGER, d.hit, false);
-  read_sh("/match_pos", H5T_INTEGER, d.match_pos, false);
-  read_sh("/d2", H5T_FLOAT, d.d2, false);
-  read_sh("/lse", H5T_FLOAT, d.lse, false);
-  read_sh("/exact_out", H5T_FLOAT, d.exact_out, true);
-  read_sh("/exact_lse", H5T_FLOAT, d.exact_lse, false);
-  read_sh("/kv_tokens_read", H5T_INTEGER, d.kv_tokens_read, false);
+  read_sh(rn::kHit, H5T_INTEGER, d.hit, false);
+  read_sh(rn::kMatchPos, H5T_INTEGER, d.match_pos, false);
+  read_sh(rn::kD2, H5T_FLOAT, d.d2, false);
+  read_sh(rn::kLse, H5T_FLOAT, d.lse, false);
+  read_sh(rn::kExactOut, H5T_FLOAT, d.exact_out, true);
+  read_sh(rn::kExactLse, H5T_FLOAT, d.exact_lse, false);
+  read_sh(rn::kKvTokensRead, H5T_INTEGER, d.kv_tokens_read, false);
   return d;
 }
 
-}  // namespace mac::ref
+}  // namespace mac::io

@@ -1,0 +1,88 @@
+#pragma once
+/*! \file schema.hpp
+ *  \brief Every HDF5 file kind of the tree named once: its schema string and version, and
+ *         the attribute and dataset names its reader and writer share. The layouts are
+ *         documented in docs/file-formats.md (trace, run dump), docs/study-format.md
+ *         (mac-study) and docs/verification.md (mac-verify).
+ */
+#include <cstdint>
+
+namespace mac::io::schema {
+
+// Attributes every file kind carries at its root.
+inline constexpr const char* kSchema = "schema";    //!< string: the file kind
+inline constexpr const char* kVersion = "version";  //!< int64: its layout version
+/*! \brief int64 1, written last: a reader treats a file without it as incomplete. */
+inline constexpr const char* kComplete = "complete";
+inline constexpr const char* kGitCommit = "git_commit";  //!< string: commit that wrote it
+
+/*! \brief The trace file (DESIGN §6): root attributes and /layers/<i>/{q_pre,q_post,k,v}. */
+namespace trace {
+inline constexpr const char* kName = "mac-trace";
+inline constexpr int64_t kVersion = 1;
+inline constexpr const char* kHeadDim = "head_dim";            //!< int64, D ∈ {64, 128, 256}
+inline constexpr const char* kNumQHeads = "num_q_heads";       //!< int64, Hq
+inline constexpr const char* kNumKvHeads = "num_kv_heads";     //!< int64, Hkv (divides Hq)
+inline constexpr const char* kNumLayers = "num_layers";        //!< int64, groups under /layers
+inline constexpr const char* kSoftmaxScale = "softmax_scale";  //!< float64, s
+inline constexpr const char* kRopeTheta = "rope_theta";        //!< float64, RoPE base θ
+inline constexpr const char* kRopeStyle = "rope_style";        //!< string, "neox" | "gptj"
+inline constexpr const char* kSource = "source";   //!< string, where the trace came from
+inline constexpr const char* kLayers = "/layers";  //!< group of one group per layer
+inline constexpr const char* kQPre = "q_pre";      //!< [T, Hq, D] float32, pre-RoPE
+inline constexpr const char* kQPost = "q_post";    //!< [T, Hq, D] float32, post-RoPE
+inline constexpr const char* kK = "k";             //!< [T, Hkv, D] float32, post-RoPE
+inline constexpr const char* kV = "v";             //!< [T, Hkv, D] float32
+}  // namespace trace
+
+/*! \brief The run dump of mac-sim (DESIGN §6): the configuration as root attributes, one
+ *  dataset per recorded quantity over [S] or [S, Hq] or [S, Hq, D]. */
+namespace run {
+inline constexpr const char* kName = "mac-run";
+inline constexpr int64_t kVersion = 1;
+// MacParams (float64 τ, int64 the others).
+inline constexpr const char* kTau = "tau";
+inline constexpr const char* kRing = "ring";
+inline constexpr const char* kTail = "tail";
+inline constexpr const char* kSinks = "sinks";
+inline constexpr const char* kGenMin = "gen_min";
+// The rest of StepperConfig: enum names as strings (to_string / parse_*), P as int64.
+inline constexpr const char* kVariant = "variant";
+inline constexpr const char* kPrecision = "precision";
+inline constexpr const char* kPrefillMode = "prefill_mode";
+inline constexpr const char* kStorage = "storage";
+inline constexpr const char* kPrefill = "prefill";
+// What was run: int64 layer index, string source attribute of its trace.
+inline constexpr const char* kLayer = "layer";
+inline constexpr const char* kTraceSource = "trace_source";
+inline constexpr const char* kPosition = "/position";            //!< [S] int64
+inline constexpr const char* kHit = "/hit";                      //!< [S, Hq] int8
+inline constexpr const char* kMatchPos = "/match_pos";           //!< [S, Hq] int64, −1 on miss
+inline constexpr const char* kD2 = "/d2";                        //!< [S, Hq] float64
+inline constexpr const char* kOut = "/out";                      //!< [S, Hq, D] float64
+inline constexpr const char* kLse = "/lse";                      //!< [S, Hq] float64, natural log
+inline constexpr const char* kExactOut = "/exact_out";           //!< [S, Hq, D] float64
+inline constexpr const char* kExactLse = "/exact_lse";           //!< [S, Hq] float64, natural log
+inline constexpr const char* kKvTokensRead = "/kv_tokens_read";  //!< [S, Hq] int64
+}  // namespace run
+
+/*! \brief mac-study's files (docs/study-format.md): one per run, the cached exact
+ *  attention of a layer, and the tables. */
+namespace study {
+inline constexpr const char* kRunName = "mac-study-run";
+inline constexpr int64_t kRunVersion = 1;
+inline constexpr const char* kExactName = "mac-study-exact";
+inline constexpr int64_t kExactVersion = 1;
+inline constexpr const char* kTablesName = "mac-study";
+inline constexpr int64_t kTablesVersion = 1;
+}  // namespace study
+
+/*! \brief mac-verify's certification report and its per-case replay file
+ *  (docs/verification.md). */
+namespace verify {
+inline constexpr const char* kReportName = "mac-verify";
+inline constexpr const char* kCaseName = "mac-verify-case";
+inline constexpr int64_t kVersion = 1;  //!< of both
+}  // namespace verify
+
+}  // namespace mac::io::schema

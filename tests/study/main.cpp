@@ -1,0 +1,2 @@
+#define BOOST_TEST_MODULE mac_study
+#include <boost/test/included/unit_test.hpp>
