@@ -16,7 +16,7 @@
 // partial state (o fp32 [G, D], LSE base 2) that the combine kernel merges in item order.
 //
 // Per query head the keys of an item are clipped to the head's own range (band items start
-// at the head's band_start), so the hit heads of a mixed group attend only their band.
+// at the head's band_begin), so the hit heads of a mixed group attend only their band.
 #include <type_traits>
 
 #include "launch.hpp"
@@ -175,10 +175,10 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 /*! \brief The shared-memory tables of a self-scheduled step (self_schedule_ints layout). */
 struct SelfTables {
-  int* off;   // [ng + 1] first item of each group; off[ng] = the step's items
-  int* lo;    // [ng] band start of each group
-  int* m;     // [N] position of each row, −1 if the row is invalid
-  int* elig;  // [N] 1 if the row is eligible (MAC)
+  int* off;         // [ng + 1] first item of each group; off[ng] = the step's items
+  int* band_begin;  // [ng] band start of each group
+  int* m;           // [N] position of each row, −1 if the row is invalid
+  int* elig;        // [N] 1 if the row is eligible (MAC)
 };
 
 /*! \brief Group gi's ranges from the tables (the row's position, the band start as
@@ -186,7 +186,7 @@ struct SelfTables {
 __device__ inline GroupOf self_group(const KParams& p, const SelfTables& t, int gi) {
   const int row = gi / p.Hkv;
   GroupDesc g = make_group(t.m[row], false, 0, p.r, p.F);
-  g.lo = t.lo[gi];
+  g.band_begin = t.band_begin[gi];
   return GroupOf{g, t.elig[row] != 0};
 }
 
@@ -213,7 +213,7 @@ __device__ StepCuts self_schedule(const KParams& p, const SelfTables& t) {
         const bool el = t.elig[row] != 0;
         const GroupDesc g =
             make_group(t.m[row], el, el ? group_band_lo(p, row, gi % p.Hkv) : INT_MAX, p.r, p.F);
-        t.lo[gi] = g.lo;
+        t.band_begin[gi] = g.band_begin;
         if (writer) p.groups[gi] = g;
         return GroupOf{g, el};
       },
@@ -259,8 +259,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   StepCuts cuts;
   if (p.self_schedule) {
     tab.off = reinterpret_cast<int*>(smem + Cfg::kSmem);
-    tab.lo = tab.off + ng + 1;
-    tab.m = tab.lo + ng;
+    tab.band_begin = tab.off + ng + 1;
+    tab.m = tab.band_begin + ng;
     tab.elig = tab.m + p.N;
     cuts = self_schedule<Cfg::kThreads>(p, tab);
     total = tab.off[ng];
@@ -495,7 +495,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         }
         int s0 = it.a;
         if (it.cat == kCatBand && p.mode == kModeMac) {
-          const int bs = p.plans[it.row * p.Hq + h].band_start;
+          const int bs = p.plans[it.row * p.Hq + h].band_begin;
           s0 = bs > s0 ? bs : s0;
         }
         start[rr] = s0;

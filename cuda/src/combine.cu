@@ -73,8 +73,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
   const GroupDesc g = ld_now(p.groups + gi);
   const int off = ld_now(p.group_off + gi), cnt = ld_now(p.group_off + gi + 1) - off,
             items = ld_now(p.group_off + p.N * p.Hkv);
-  HeadPlan plan = miss_plan(g.s_e);    // prefill rows: no K1 decision
-  uint32_t snap_w[V / 2], q_w[V / 2];  // V bf16 values of this lane, as pairs
+  HeadPlan plan = miss_plan(g.sink_end);  // prefill rows: no K1 decision
+  uint32_t snap_w[V / 2], q_w[V / 2];     // V bf16 values of this lane, as pairs
   float snap_l2 = -INFINITY;
   if constexpr (!kAllOnly) {
     if (warp == 0) {
@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
   if constexpr (kAllOnly) {
 #pragma unroll
     for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(all_o[i]);
-    if (lane == 0 && p.lse) p.lse[oh] = lse_log2_to_natural(all_l2);
+    if (lane == 0 && p.lse) p.lse[oh] = lse_from_log2(all_l2);
   } else {
     // entry(m) = prefix ⊕ band over [Fe(E(m)), E(m)).
     float eo[V];
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
         p.ring_q[ri_ * D + lane * V + i] = bf16_of_pairs(q_w, i);
         p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(eo[i]);
       }
-      if (lane == 0) p.ring_lse[ri_] = lse_log2_to_natural(el);
+      if (lane == 0) p.ring_lse[ri_] = lse_from_log2(el);
     }
     if (!want_out) return;
 
@@ -308,12 +308,14 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
 #pragma unroll
     for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(oo[i]);
     if (lane == 0) {
-      if (p.lse) p.lse[oh] = lse_log2_to_natural(ol);
+      if (p.lse) p.lse[oh] = lse_from_log2(ol);
       if (p.diag_hit) p.diag_hit[oh] = static_cast<int8_t>(plan.hit);
       if (p.diag_match_pos) p.diag_match_pos[oh] = plan.match_pos;
       if (p.diag_d2) p.diag_d2[oh] = plan.d2;
       if (p.diag_keys_read)
-        p.diag_keys_read[oh] = plan.hit ? (g.em - plan.band_start) + g.s_e + (g.end - g.em) : g.end;
+        p.diag_keys_read[oh] =
+            plan.hit ? (g.tail_begin - plan.band_begin) + g.sink_end + (g.end - g.tail_begin)
+                     : g.end;
     }
   }
 }

@@ -442,11 +442,8 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.row_pt = nullptr;
   k.kv_len = p.kv_len;
   k.max_context = cfg.max_context;
-  k.scale_log2 = static_cast<float>(static_cast<double>(p.softmax_scale) *
-                                    1.442695040888963407359924681001892137);
-  // thr = 2·D·(1−τ)² in FP64, rounded once to FP32 (exactly as mac::match_threshold).
-  const double mt = 1.0 - p.tau;
-  k.thr = static_cast<float>(2.0 * static_cast<double>(D) * mt * mt);
+  k.scale_log2 = static_cast<float>(static_cast<double>(p.softmax_scale) * mac::kLog2e);
+  k.thr = mac::match_threshold(D, p.tau);
   k.M = cfg.ring;
   k.r = p.tail;
   k.F = p.sinks;

@@ -9,7 +9,8 @@
 #include <climits>
 #include <cstdint>
 
-#include "mac/cuda/mac_cuda.hpp"  // kMaxGroup
+#include "mac/cuda/mac_cuda.hpp"
+#include "mac/semantics.hpp"  // kMaxGroup, lse_from_log2, lse_to_log2
 #include "work_items.hpp"
 
 namespace mac::cuda::detail {
@@ -19,13 +20,6 @@ namespace mac::cuda::detail {
 constexpr int kMaxK1Splits = 8;
 static_assert((kMaxK1Splits & (kMaxK1Splits - 1)) == 0 && kMaxK1Splits <= 8,
               "kMaxK1Splits: a power of two <= 8");
-constexpr float kLn2 = 0.693147180559945309417f;
-constexpr float kLog2e = 1.442695040888963407360f;
-
-/*! \brief The one named conversion of a base-2 LSE to the natural log (DESIGN §4). */
-__host__ __device__ inline float lse_log2_to_natural(float lse2) { return lse2 * kLn2; }
-/*! \brief Natural-log LSE → base 2 (ring entries are stored in natural log). */
-__host__ __device__ inline float lse_natural_to_log2(float lse) { return lse * kLog2e; }
 
 /*! \brief Programmatic dependent launch (sm_90), called first by every kernel of a step:
  *  wait until the kernel before it in the stream has finished and its writes are visible,

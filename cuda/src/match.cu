@@ -46,8 +46,8 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
   RowInfo ri = row_info_first(p, row);  // readiness: below, in the scan's round trip
   const int m = ri.m;
-  const int em = ri.valid ? prefix_end_dev(m, p.r) : 0;
-  HeadPlan plan = miss_plan(sink_end_dev(p.F, em));
+  const int tail_begin = ri.valid ? prefix_end(m, p.r) : 0;
+  HeadPlan plan = miss_plan(sink_end(p.F, tail_begin));
   __shared__ float s_d2[256 / 32];
   __shared__ int s_p[256 / 32];
   __shared__ int s_best;
@@ -187,12 +187,12 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   if (tid == 0) {
     plan.d2 = best_d;
     // Argmin first, validity second: the nearest entry must be usable.
-    const int ep = prefix_end_dev(bp, p.r);
+    const int ep = prefix_end(bp, p.r);
     if ((L > -INFINITY) && !(p.F > 0 && ep < p.F)) {
       plan.hit = 1;
       plan.match_pos = bp;
-      plan.band_start = ep;
-      p.snap_lse2[oh] = lse_natural_to_log2(L);
+      plan.band_begin = ep;
+      p.snap_lse2[oh] = lse_to_log2(L);
     }
     p.plans[oh] = plan;
   }

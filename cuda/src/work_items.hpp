@@ -3,32 +3,29 @@
 // (host and device), so the CPU test suite checks it where no GPU is present.
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MAC_HD __host__ __device__
-#else
-#define MAC_HD
-#endif
+#include "mac/semantics.hpp"  // prefix_end, sink_end, MAC_HD
 
 namespace mac::cuda::detail {
 
 /*! \brief Item categories: which part of [0, m] a work item covers (DESIGN §3 ranges). */
 enum Cat : int { kCatSink = 0, kCatBand = 1, kCatTail = 2 };
 
-/*! \brief Per (row, KV head) key ranges: sinks [0, s_e), band [lo, em), tail [em, end). */
+/*! \brief Per (row, KV head) key ranges (mac::StepRanges' names): sinks [0, sink_end), band
+ *  [band_begin, tail_begin), tail [tail_begin, end). */
 struct GroupDesc {
-  int end;  // m + 1 (= kv_len); 0 for an invalid row (no items)
-  int s_e;  // Fe(E(m))
-  int lo;   // min over the group's heads of band_start (≥ s_e)
-  int em;   // E(m)
+  int end;         // m + 1 (= kv_len); 0 for an invalid row (no items)
+  int sink_end;    // Fe(E(m))
+  int band_begin;  // min over the group's heads of their band_begin (≥ sink_end)
+  int tail_begin;  // E(m), also the band's end
 };
 
 // ---------------------------------------------------------------------------------------
-// Work items: per group the key axis is cut at multiples of C and at s_e and em, so every
-// item lies in exactly one of sinks / band / tail. A step has two cuts (StepCuts), both
+// Work items: per group the key axis is cut at multiples of C and at sink_end and tail_begin, so
+// every item lies in exactly one of sinks / band / tail. A step has two cuts (StepCuts), both
 // depending only on its kv_lens, N, Hkv and the grid. Rows that are not eligible (full
-// attention, prefill, ineligible MAC rows: lo = s_e) take the exact cut: the same items in a
-// full step and in a MAC step, hence with the same arithmetic bit-identical results. Eligible
-// MAC rows take the eligible cut, whose rule prefers smaller items (a MAC step reads far
+// attention, prefill, ineligible MAC rows: band_begin = sink_end) take the exact cut: the same
+// items in a full step and in a MAC step, hence with the same arithmetic bit-identical results.
+// Eligible MAC rows take the eligible cut, whose rule prefers smaller items (a MAC step reads far
 // fewer keys than its kv_lens say), and, in an all-hit step, fine_cut of it.
 // ---------------------------------------------------------------------------------------
 
@@ -132,8 +129,8 @@ MAC_HD inline StepCuts step_cuts(int64_t keys, int warps, int fixed_chunk, int D
 // A group qualifies (fine_ok) if it has no keys, or its band starts after its sinks (no head
 // missed: a miss head's band starts at the sinks' end) and it reads at most kFineMaxKeys keys,
 // which bounds its items (kFineMaxItems) whatever M, r and F are. Full attention and
-// ineligible rows (lo = s_e) never qualify, so a step with one keeps its eligible cut (and
-// they their exact cut, items and bits in any case).
+// ineligible rows (band_begin = sink_end) never qualify, so a step with one keeps its eligible cut
+// (and they their exact cut, items and bits in any case).
 constexpr int kFineLg = 6, kFineC = 1 << kFineLg;
 constexpr int kFineMaxKeys = 1024;
 constexpr int kFineMaxGroups = 128;
@@ -142,7 +139,8 @@ constexpr int kFineMaxItems = kFineMaxKeys / kFineC + 6;
 
 /*! \brief Whether group g lets an all-hit step take kFineC-key items (see above). */
 MAC_HD inline bool fine_ok(const GroupDesc& g) {
-  return g.end <= 0 || (g.lo > g.s_e && g.s_e + (g.end - g.lo) <= kFineMaxKeys);
+  return g.end <= 0 ||
+         (g.band_begin > g.sink_end && g.sink_end + (g.end - g.band_begin) <= kFineMaxKeys);
 }
 /*! \brief The eligible cut of an all-hit step: kFineC-key items (C's, if smaller). */
 MAC_HD inline Cut fine_cut(const Cut& c) { return c.C > kFineC ? Cut{kFineC, kFineLg} : c; }
@@ -218,9 +216,9 @@ struct GroupCounts {
 MAC_HD inline GroupCounts group_counts(const GroupDesc& g, const Cut& c) {
   GroupCounts n{0, 0, 0};
   if (g.end <= 0) return n;
-  n.sink = n_chunks(0, g.s_e, c.lg);
-  n.band = n_chunks(g.lo, g.em, c.lg);
-  n.tail = n_chunks(g.em, g.end, c.lg);
+  n.sink = n_chunks(0, g.sink_end, c.lg);
+  n.band = n_chunks(g.band_begin, g.tail_begin, c.lg);
+  n.tail = n_chunks(g.tail_begin, g.end, c.lg);
   return n;
 }
 MAC_HD inline int group_item_count(const GroupDesc& g, const Cut& c) {
@@ -244,14 +242,14 @@ MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, const Cut& c) {
   int lo, hi, j;
   if (cat == kCatSink) {
     lo = 0;
-    hi = g.s_e;
+    hi = g.sink_end;
     j = k;
   } else if (cat == kCatBand) {
-    lo = g.lo;
-    hi = g.em;
+    lo = g.band_begin;
+    hi = g.tail_begin;
     j = k - n.sink;
   } else {
-    lo = g.em;
+    lo = g.tail_begin;
     hi = g.end;
     j = k - n.sink - n.band;
   }
@@ -263,18 +261,15 @@ MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, const Cut& c) {
   return it;
 }
 
-MAC_HD inline int prefix_end_dev(int p, int r) { return p + 1 - r > 0 ? p + 1 - r : 0; }
-MAC_HD inline int sink_end_dev(int F, int e) { return F < e ? F : e; }
-
 /*! \brief The key ranges of a group of a row at position m (m < 0: an invalid row, no keys).
  *  `lo` is the band start: the earliest band start of the group's heads in an eligible MAC
  *  row (clamped to E(m)), otherwise Fe(E(m)), where the band is the whole exact range. */
 MAC_HD inline GroupDesc make_group(int m, bool eligible, int band_lo, int r, int F) {
   GroupDesc g;
   g.end = m >= 0 ? m + 1 : 0;
-  g.em = m >= 0 ? prefix_end_dev(m, r) : 0;
-  g.s_e = sink_end_dev(F, g.em);
-  g.lo = eligible ? (band_lo < g.em ? band_lo : g.em) : g.s_e;
+  g.tail_begin = m >= 0 ? prefix_end(m, r) : 0;
+  g.sink_end = sink_end(F, g.tail_begin);
+  g.band_begin = eligible ? (band_lo < g.tail_begin ? band_lo : g.tail_begin) : g.sink_end;
   return g;
 }
 

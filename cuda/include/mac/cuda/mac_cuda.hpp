@@ -27,6 +27,8 @@
 #include <memory>
 #include <string>
 
+#include "mac/semantics.hpp"  // kMaxGroup, supported_head_dim
+
 namespace mac::cuda {
 
 // ---------------------------------------------------------------------------------------
@@ -108,9 +110,8 @@ class DeviceBuffer {
 // ---------------------------------------------------------------------------------------
 
 inline constexpr int kMaxContext = 131072;  //!< largest supported kv_len
-inline constexpr int kMaxGroup = 16;        //!< largest supported G = Hq / Hkv
-/*! \brief D ∈ {64, 128, 256}. */
-inline bool supported_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+using mac::kMaxGroup;                       //!< largest supported G = Hq / Hkv (mac/semantics.hpp)
+using mac::supported_head_dim;              //!< D ∈ {64, 128, 256} (mac/semantics.hpp)
 
 // ---------------------------------------------------------------------------------------
 // Parameters of one decode step
