@@ -55,16 +55,16 @@ enum Mode : int {
 
 /*! \brief Per (row, query head) decision of K1 (or the exact default). */
 struct HeadPlan {
-  int band_start;  // E(p) on a hit, Fe(E(m)) on a miss
+  int band_begin;  // E(p) on a hit, Fe(E(m)) on a miss
   int match_pos;   // −1 on a miss
   float d2;        // canonical FP32 d2 of the nearest candidate, NaN if none searched
   int hit;         // 1 on a hit
 };
 
-/*! \brief The plan of a head without a match: band from `band_start`, nothing searched. */
-__device__ inline HeadPlan miss_plan(int band_start) {
+/*! \brief The plan of a head without a match: band from `band_begin`, nothing searched. */
+__device__ inline HeadPlan miss_plan(int band_begin) {
   HeadPlan plan;
-  plan.band_start = band_start;
+  plan.band_begin = band_begin;
   plan.match_pos = -1;
   plan.d2 = __int_as_float(0x7fc00000);  // NaN: nothing searched
   plan.hit = 0;
@@ -241,7 +241,7 @@ __device__ inline int group_band_lo(const KParams& p, int row, int hk) {
   int band_lo = INT_MAX;
 #pragma unroll
   for (int j = 0; j < kMaxGroup; ++j) {
-    const int bs = j < p.G ? __ldcg(&plan[j].band_start) : INT_MAX;
+    const int bs = j < p.G ? __ldcg(&plan[j].band_begin) : INT_MAX;
     band_lo = bs < band_lo ? bs : band_lo;
   }
   return band_lo;
