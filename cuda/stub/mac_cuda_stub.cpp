@@ -1,5 +1,6 @@
 // Stub of the mac::cuda host API for builds without a CUDA compiler: every call that would
 // touch a device returns StatusCode::kNoCuda, so tests and tools link and can skip visibly.
+#include "mac/cuda/bench.hpp"
 #include "mac/cuda/mac_cuda.hpp"
 
 namespace mac::cuda {

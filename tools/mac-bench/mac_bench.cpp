@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "mac/cuda/bench.hpp"
 #include "mac/cuda/mac_cuda.hpp"
 
 #if MAC_CUDA_ENABLED

@@ -29,7 +29,7 @@
 // §21.
 #include <cuda_runtime.h>
 
-#include "mac/cuda/mac_cuda.hpp"  // measure_read_bandwidth: the baseline
+#include "mac/cuda/bench.hpp"  // measure_read_bandwidth: the baseline
 
 #include <algorithm>
 #include <cstdint>

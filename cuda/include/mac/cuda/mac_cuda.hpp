@@ -352,19 +352,4 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
-// ---------------------------------------------------------------------------------------
-// Benchmark helper
-// ---------------------------------------------------------------------------------------
-
-/*! \brief Element type for fill_random. */
-enum class DType : int { kBF16 = 0, kF32 = 1 };
-/*! \brief Fills `n` elements at device pointer `dst` with seeded pseudo-random normal values
- *  (mean, stddev), BF16-rounded for kBF16 (stddev = 0 gives a constant). Tests/benchmarks. */
-Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, float stddev,
-                   void* stream = nullptr);
-
-/*! \brief Streaming-read bandwidth of the device (a simple 16-byte-load reduction kernel
- *  over `bytes` of memory, median of `reps` timed runs after warm-up). GB/s = 1e9 B/s. */
-Status measure_read_bandwidth(size_t bytes, int reps, double* gbps);
-
 }  // namespace mac::cuda
