@@ -27,7 +27,7 @@ namespace mac::cuda::detail {
 
 // Stages per warp of the D = 128 kernel: 3 by default (two blocks per SM); cmake
 // -DMAC_AMEND_STAGES_D128=2 or 4..6 (4 and more: one block per SM) is an experiment knob
-// (tuning page §11, §12).
+// (3 measured fastest on the H200 against 2 and 4..6; docs/decisions.md).
 #ifndef MAC_AMEND_STAGES_D128
 #define MAC_AMEND_STAGES_D128 3
 #endif
@@ -193,10 +193,10 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // and each tile's page id is loaded one tile before its copies are issued.
   // The warm-up's claims are static: W warps each claiming three items from one counter as
   // the step starts would queue on that atomic before any warp's first tile (measured: 2–7 %
-  // of a batch-1 step, tuning page §14). Items after those are claimed dynamically, so warps that
-  // finish early take more. Every warp's claims increase (static ones by W; dynamic ones are
-  // ≥ (kStaticClaims + 1)·W, above any static one), so once one is past the last item all
-  // later ones are, and a warp past the end claims nothing more.
+  // of a batch-1 step against dynamic claims only). Items after those are claimed dynamically, so
+  // warps that finish early take more. Every warp's claims increase (static ones by W; dynamic ones
+  // are ≥ (kStaticClaims + 1)·W, above any static one), so once one is past the last item all later
+  // ones are, and a warp past the end claims nothing more.
   auto claim = [&]() {  // lane 0's value
     return lane == 0 ? (kStaticClaims + 1) * W + atomicAdd(p.work + kWorkClaims, 1) : 0;
   };
@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // combine drops the partial states' lines (large steps), the partials are stored
   // evict_last and the K/V stream goes evict_first at any size, so the stream evicts itself
   // rather than the partials, which then never reach DRAM: written back in the middle of
-  // the read stream, they cost a 2 GiB step 1–2 % (docs/bench/tuning_h200.md §21). Either
-  // policy alone gains nothing there (§10, §17).
+  // the read stream, they cost a 2 GiB step 1–2 % against no hints (docs/decisions.md). Either
+  // policy alone gains nothing there.
   const bool parts_last =
       p.parts_evict_last < 0 ? parts_dropped(p, total, cuts.elig.C, D) : p.parts_evict_last != 0;
   const bool kv_ef = p.kv_evict_first < 0 ? kv_evict_first_step(total, cuts.elig.C, D, parts_last)

@@ -12,7 +12,7 @@ namespace mac::cuda::detail {
 /*! \brief Warps per (row, head): sixteen or eight keep the merge chains short when there are
  *  few heads (small batch), two keep the whole grid resident when there are many. Sixteen
  *  only up to 64 heads (batch 1 and 2 at Hq = 32: measured faster there, level at 128,
- *  docs/bench/tuning_h200.md §25; the general kernel holds one 512-thread block per SM) and
+ *  against eight; the general kernel holds one 512-thread block per SM) and
  *  where their shares fit the static shared memory (D ≤ 128). A function of N·Hq and D alone,
  *  so full attention and MAC steps of one batch merge in the same order. */
 inline int combine_warps(int heads, int D) {

@@ -119,7 +119,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   MAC_STATUS_TRY(env_auto01("MAC_CUDA_PARTS_DISCARD", &impl->parts_discard));
   MAC_STATUS_TRY(env_auto01("MAC_CUDA_PARTS_EVICT_LAST", &impl->parts_evict_last));
   // Not bit 3: measured, amend → combine as a programmatic edge costs full-attention steps
-  // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (docs/bench/tuning_h200.md §7).
+  // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (against plain stream order; docs/decisions.md).
   constexpr unsigned kPdlDefault = 1u | 2u | 4u;
   long edges = cfg.dependent_launch ? kPdlDefault : 0u;
   MAC_STATUS_TRY(env_int("MAC_CUDA_PDL_EDGES", 0, 15, &edges));
@@ -128,7 +128,7 @@ Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
   MAC_CUDA_TRY(detail::prepare_match(D));
   impl->grid = MAC_DISPATCH_HEAD_DIM(D, detail::amend_grid_d64, detail::amend_grid_d128,
                                      detail::amend_grid_d256, cfg.device, bulk, 0);
-  // Env MAC_CUDA_AMEND_BLOCKS_PER_SM = b (an experiment-only switch, tuning page §11) caps the
+  // Env MAC_CUDA_AMEND_BLOCKS_PER_SM = b (an experiment-only switch) caps the
   // persistent grid at b blocks per SM: fewer, longer K/V streams.
   long blocks_per_sm = 0;
   MAC_STATUS_TRY(env_int("MAC_CUDA_AMEND_BLOCKS_PER_SM", 1, 32, &blocks_per_sm));

@@ -39,7 +39,7 @@ __device__ __forceinline__ void cluster_wait_acquire() {
  *  uniform over the row, hence over the cluster). */
 template <int D>
 __device__ void match_share(const KParams& p, int h, int row, int z, int splits) {
-  constexpr int LANES = D / 8;      // lanes per candidate (canonical order, §3.1)
+  constexpr int LANES = D / 8;      // lanes per candidate (canonical order, DESIGN §3.1)
   constexpr int CPP = 256 / LANES;  // candidates per pass of the block
   constexpr int UNROLL = 4;
   const int tid = threadIdx.x;
@@ -140,7 +140,7 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
     // shared memory), and every thread arrives at the next phase with release semantics. The
     // other blocks then leave; block 0 waits with acquire and reduces the slots. One wait on
     // the critical path and no remote read: two full cluster barriers around remote reads
-    // took ~1.5 µs of K1's 4.1 at batch 1 (tuning page §19).
+    // took ~1.5 µs of K1's 4.1 at batch 1.
     namespace cg = cooperative_groups;
     const cg::cluster_group cluster = cg::this_cluster();
     cluster_wait_acquire();
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
 template <int D>
 cudaError_t prepare_match_d() {
   // The blocks of a cluster are spread over SMs rather than packed into few: measured, MAC
-  // steps at batch 1 and 2 0.5–2.7 % faster, K1 alone 1–2 % (tuning page §19).
+  // steps at batch 1 and 2 0.5–2.7 % faster, K1 alone 1–2 %, against the default policy.
   return cudaFuncSetAttribute(match_kernel<D>, cudaFuncAttributeClusterSchedulingPolicyPreference,
                               cudaClusterSchedulingPolicySpread);
 }

@@ -54,17 +54,16 @@ struct Cut {
 // item per warp, no second round. Otherwise the largest power of two C in [kChunkMin,
 // kChunkMax] that still gives each warp at least chunk_rounds(C, D, eligible) items. Larger
 // items write fewer partial states (G·D·4 bytes each, written and read back); smaller ones
-// keep every warp streaming to the end. Measured on the H200 (docs/bench/tuning_h200.md §4,
-// §18): for full attention at D = 128, 2048-key items with 3.9 items per warp beat 1024
-// (16/64K/Hkv 8 1.4–1.8 %, 16/127K/Hkv 4 3.5 %, 64/32K/Hkv 4 1.3 %), with 7.7–7.8 per warp they
-// were within 1 % of it (64/64K/Hkv 4 1.1 % faster, 16/127K/Hkv 8 0.9 % slower), while 2 per
-// warp cost up to 18 % and 4096 did not pay (§21: since the L2 policies of 89f0cf0 a new
-// sweep favours 4096 at 64/64K/Hkv 4 and 64/127K/Hkv 8 and 1024 at 16/127K and 64/32K with
-// Hkv 8, by 0.8–1.6 %; no rule of the step's keys fits those, §22, so this one stands). The
-// eligible cut keeps 8 items per warp for 2048: cut that way, MAC steps in which 5 % of the heads
-// miss were up to 11 % slower (16/127K/Hkv 4), their few long miss groups being too few items for
-// the warps. At D = 256, 2048-key items with 3.9 items per warp cost 15 % (16/32K/Hkv 8), so both
-// cuts keep 8 there (D = 64: not measured).
+// keep every warp streaming to the end. Measured on the H200 (docs/decisions.md): for full
+// attention at D = 128, 2048-key items with 3.9 items per warp beat 1024 (16/64K/Hkv 8 1.4–1.8 %,
+// 16/127K/Hkv 4 3.5 %, 64/32K/Hkv 4 1.3 %), with 7.7–7.8 per warp they were within 1 % of it
+// (64/64K/Hkv 4 1.1 % faster, 16/127K/Hkv 8 0.9 % slower), while 2 per warp cost up to 18 % and
+// 4096 did not pay (since the L2 policies a new sweep favours 4096 at 64/64K/Hkv 4 and 64/127K/Hkv
+// 8 and 1024 at 16/127K and 64/32K with Hkv 8, by 0.8–1.6 %; no rule of the step's keys fits those,
+// so this one stands). The eligible cut keeps 8 items per warp for 2048: cut that way, MAC steps in
+// which 5 % of the heads miss were up to 11 % slower (16/127K/Hkv 4), their few long miss groups
+// being too few items for the warps. At D = 256, 2048-key items with 3.9 items per warp cost 15 %
+// (16/32K/Hkv 8), so both cuts keep 8 there (D = 64: not measured).
 constexpr int kOneRoundMax = 1024;
 MAC_HD inline int chunk_rounds(int C, int D, bool eligible) {
   return (D != 128 || eligible) && C > 1024 ? 8 : 3;
@@ -122,7 +121,7 @@ MAC_HD inline StepCuts step_cuts(int64_t keys, int warps, int fixed_chunk, int D
 // by a vote in the pass that counts the groups' items (schedule.cuh), so only steps of at
 // most kFineMaxGroups groups (one pass of either scheduler's block) can take it, and only
 // when the config leaves the item size open. Two other ways were measured and reverted
-// (docs/bench/tuning_h200.md §14): cutting the all-hit groups of mixed steps finer too made
+// (docs/decisions.md): cutting the all-hit groups of mixed steps finer too made
 // hit-0.95 steps up to 14 % slower (their small items sit among the miss groups' long ones),
 // and a separate pass to decide cost every other MAC step up to 5 %.
 //
@@ -179,7 +178,7 @@ MAC_HD inline int64_t step_kv_bytes(int64_t items, int C, int D) { return items 
 
 /*! \brief Whether a step streams its keys and values with an L2 evict_first policy: when they
  *  are at most kKvEvictFirstMaxBytes (step_kv_bytes). Measured on the H200
- *  (docs/bench/tuning_h200.md §10): evict_first makes such steps 1–5 % faster (batch 1,
+ *  against no cache hint: evict_first makes such steps 1–5 % faster (batch 1,
  *  batch 16 at 32K with Hkv 4) and larger ones up to 2.5 % slower. A cache hint: no bit of a
  *  result depends on it. */
 constexpr int64_t kKvEvictFirstMaxBytes = int64_t{3} << 29;  // 1.5 GiB
@@ -190,8 +189,8 @@ MAC_HD inline bool kv_evict_first_auto(int64_t items, int C, int D) {
 /*! \brief The K/V stream's policy of a step: evict_first on small steps (kv_evict_first_auto)
  *  and on every step whose partial states are stored evict_last, that is, kept in L2 until
  *  the combine drops them (parts_dropped, internal.cuh). Measured on the H200
- *  (docs/bench/tuning_h200.md §21): the pair makes full-attention steps of 2–8 GiB up to
- *  2.3 % faster, where either policy alone gains nothing (§10, §17). */
+ *  against no hints: the pair makes full-attention steps of 2–8 GiB up to
+ *  2.3 % faster, where either policy alone gains nothing. */
 MAC_HD inline bool kv_evict_first_step(int64_t items, int C, int D, bool parts_evict_last) {
   return parts_evict_last || kv_evict_first_auto(items, C, D);
 }
@@ -199,7 +198,7 @@ MAC_HD inline bool kv_evict_first_step(int64_t items, int C, int D, bool parts_e
 /*! \brief Whether the combine drops the partial states' L2 lines once it has read them (PTX
  *  discard.global.L2: dirty lines never written back to DRAM): on steps of at least
  *  kPartsDiscardMinBytes of keys and values (step_kv_bytes). Measured on the H200
- *  (docs/bench/tuning_h200.md §17): 3–4 % faster at the 1 GiB steps of Hkv 4 (batch 16 at
+ *  against keeping the lines: 3–4 % faster at the 1 GiB steps of Hkv 4 (batch 16 at
  *  32K, batch 4 at 127K), −0.7 to +0.9 % at larger steps, and up to 2.2 % slower at steps of
  *  at most 0.54 GB, where the discards lengthen a short combine. A cache operation: no bit
  *  of a result depends on it. */

@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
             BOOST_TEST(total < int64_t{wi::chunk_rounds(2 * C, D, eligible)} * W * 2 * C);
         }
       }
-  // The shapes (D = 128, 1056 warps; docs/bench/tuning_h200.md §18). Full attention
+  // The shapes (D = 128, 1056 warps: the H200's persistent grid). Full attention
   // takes 2048-key items where each warp keeps >= 3 of them (batch 16, 64K, Hkv 8; batch 16,
   // 127K, Hkv 4), eligible MAC rows only with >= 8 (1024 there); batch 16, 32K, Hkv 8 keeps
   // 1024 (2048 would leave each warp two); batch 1 at 32K gets the smallest, and at 127K one
@@ -207,7 +207,7 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
   // The per-step L2 policies (evict_first on the K/V stream by size, the partials' discards
   // after the combine, and the stream's policy once the partials it keeps are stored
   // evict_last) on full-attention steps of the shapes they were measured on
-  // (docs/bench/tuning_h200.md §10, §17, §21): D = 128, 1056 warps, items of the exact cut.
+  // (work_items.hpp states the measured gains): D = 128, 1056 warps, items of the exact cut.
   // In a full-attention step the partials are stored evict_last exactly where they are
   // discarded (parts_dropped), so every step from 768 MiB up streams evict_first.
   struct Step {

@@ -1,8 +1,8 @@
 // read-patterns: how fast the H200 streams a decode step's K/V under different access
 // patterns, without the attention arithmetic (or with a fixed amount of stand-in work per
-// tile). It asks one question of the per-byte gap to cuDNN (docs/bench/tuning_h200.md §12,
-// §15, §21): does a different way of reading the same bytes reach a higher DRAM rate than the
-// amend kernel's, before any kernel is rewritten around it?
+// tile). It asks one question of the per-byte gap to cuDNN (docs/decisions.md): does a different
+// way of reading the same bytes reach a higher DRAM rate than the amend kernel's, before any kernel
+// is rewritten around it?
 //
 // The K and V pools are laid out as mac-bench lays them out: [pages, page_size, Hkv, D] bf16
 // (nhd) or [pages, Hkv, page_size, D] (hnd), row b owning pages [b·P, (b+1)·P). D = 128.
@@ -25,8 +25,7 @@
 //
 // Output: one CSV line per (pattern, variant): GB/s as the median of --reps timed launches,
 // and the ratio to mac-bench's streaming read of a buffer of the same size measured in the
-// same run (the `read` lines, at the start and the end). Measurements: docs/bench/tuning_h200.md
-// §21.
+// same run (the `read` lines, at the start and the end). Measurements: docs/decisions.md.
 #include <cuda_runtime.h>
 
 #include "mac/cuda/bench.hpp"  // measure_read_bandwidth: the baseline
