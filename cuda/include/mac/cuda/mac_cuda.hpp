@@ -245,7 +245,7 @@ enum class K3Mode : int {
 
 /*! \brief How the amend kernel streams K/V tiles into shared memory (docs/cuda.md). */
 enum class AmendVariant : int {
-  kDefault = 0,  //!< the measured-faster one (cp.async), or env MAC_CUDA_AMEND=cpasync|bulk
+  kDefault = 0,  //!< the measured-faster one (cp.async)
   kCpAsync = 1,  //!< 16-byte cp.async by all lanes, swizzled rows
   kBulk = 2,     //!< Hopper bulk copies (TMA engine, no tensor map), one per key row, mbarrier
 };
@@ -256,6 +256,29 @@ enum class ScheduleMode : int {
                 //!<  by max_batch·Hkv) without costing occupancy; else as kKernel
   kKernel = 1,  //!< a one-block schedule kernel, launched before the amend kernel, writes
                 //!<  them to the workspace. Same items, same bits as kAuto
+};
+
+/*! \brief Experiment and test switches of an engine. The defaults are the measured-best
+ *  choices (auto where the choice is made per step); a serving caller leaves them alone.
+ *  None changes a bit of any result: they are cache hints, launch order and grid size
+ *  (the grid caps change the item sizes a step chooses, hence its reduction order, exactly
+ *  as a smaller GPU would). Values outside the documented range are refused by create. */
+struct Tuning {
+  int kv_evict_first = -1;  //!< L2 evict_first policy on the amend kernel's K/V copies: −1 auto
+                            //!<  (small steps, and beside evict_last partials), 0 never, 1 always
+  int parts_discard = -1;   //!< the combine drops the partial states' L2 lines once read: −1 auto
+                            //!<  (large steps), 0 never, 1 always
+  int parts_evict_last = -1;  //!< the amend kernel stores partial states evict_last: −1 where the
+                              //!<  combine drops them, 0 never, 1 always
+  int pdl_edges = -1;  //!< kernel boundaries launched as programmatic dependents, a bit mask in
+                       //!<  0..15: bit 0 K1 → schedule kernel, bit 1 → amend, bit 2 amend →
+                       //!<  combine (MAC and prefill), bit 3 amend → combine (full attention);
+                       //!<  −1: from EngineConfig::dependent_launch (bits 0–2, or none)
+  int amend_blocks_per_sm = 0;  //!< cap of the persistent amend grid, blocks per SM (0: none;
+                                //!<  else 1..32): fewer, longer K/V streams
+  int amend_blocks = 0;  //!< cap of the amend grid in blocks (0: none; else 1..2^20): with few
+                         //!<  warps, steps small enough for the CPU reference take the item
+                         //!<  sizes of large ones (tests)
 };
 
 /*! \brief Static configuration: fixes the workspace and the launch shapes. */
@@ -284,6 +307,7 @@ struct EngineConfig {
                                  //!<  (measured slower, docs/cuda.md). Same bits either way;
                                  //!<  false: plain stream order
   int device = 0;                //!< CUDA device ordinal
+  Tuning tuning;                 //!< experiment and test switches (defaults: measured best)
 };
 
 /*! \brief Which computation a step or a captured graph runs. */
