@@ -6,6 +6,7 @@
 // warp, then the shares in order), exactly as full attention does, so their output is
 // bit-identical to it.
 #include "launch.hpp"
+#include "ptx.cuh"
 
 namespace mac::cuda::detail {
 
@@ -17,12 +18,6 @@ namespace mac::cuda::detail {
  *  so full attention and MAC steps of one batch merge in the same order. */
 inline int combine_warps(int heads, int D) {
   return heads <= 64 && D <= 128 ? 16 : heads <= 512 ? 8 : heads <= 1024 ? 4 : 2;
-}
-
-/*! \brief Drops the 128-byte L2 line at `p` (128-aligned) without writing it back: its
- *  contents become undefined (PTX `discard.global.L2`, sm_80+). */
-__device__ __forceinline__ void discard_l2_line(const void* p) {
-  asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(p) : "memory");
 }
 
 /*! \brief bf16 value i of consecutive values held as 32-bit pairs (ld_now): the lower

@@ -78,6 +78,16 @@ __device__ __forceinline__ void st_cache_hint(float* a, float v, uint64_t pol) {
   asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;\n" ::"l"(a), "f"(v), "l"(pol)
                : "memory");
 }
+__device__ __forceinline__ void st_cache_hint(float4* a, float4 v, uint64_t pol) {
+  asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(a), "f"(v.x),
+               "f"(v.y), "f"(v.z), "f"(v.w), "l"(pol)
+               : "memory");
+}
+/*! \brief Drops the 128-byte L2 line at `p` (128-aligned) without writing it back: its
+ *  contents become undefined (PTX `discard.global.L2`, sm_80+). */
+__device__ __forceinline__ void discard_l2_line(const void* p) {
+  asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(p) : "memory");
+}
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global" MAC_CP_ASYNC_PREFETCH " [%0], [%1], 16;\n" ::"r"(dst),
                "l"(src));
