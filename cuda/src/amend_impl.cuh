@@ -19,112 +19,12 @@
 // at the head's band_begin), so the hit heads of a mixed group attend only their band.
 #include <type_traits>
 
+#include "amend_config.cuh"
 #include "launch.hpp"
 #include "ptx.cuh"
-#include "schedule.cuh"
+#include "self_schedule.cuh"
 
 namespace mac::cuda::detail {
-
-// Stages per warp of the D = 128 kernel: 3 by default (two blocks per SM); cmake
-// -DMAC_AMEND_STAGES_D128=2 or 4..6 (4 and more: one block per SM) is an experiment knob
-// (3 measured fastest on the H200 against 2 and 4..6; docs/decisions.md).
-#ifndef MAC_AMEND_STAGES_D128
-#define MAC_AMEND_STAGES_D128 3
-#endif
-#if MAC_AMEND_STAGES_D128 < 2 || MAC_AMEND_STAGES_D128 > 6
-#error "MAC_AMEND_STAGES_D128 must be in 2..6"
-#endif
-// Blocks per SM the D = 128 kernel's registers are bounded for (__launch_bounds__): 2 by
-// default; 3 (≤ 168 registers, with 2 stages to fit shared memory) is an experiment knob.
-#ifndef MAC_AMEND_MIN_BLOCKS_D128
-#define MAC_AMEND_MIN_BLOCKS_D128 2
-#endif
-#if MAC_AMEND_MIN_BLOCKS_D128 < 2 || MAC_AMEND_MIN_BLOCKS_D128 > 3
-#error "MAC_AMEND_MIN_BLOCKS_D128 must be 2 or 3"
-#endif
-// kBulk selects how K/V tiles reach shared memory: false = cp.async 16-byte copies by all
-// lanes into XOR-swizzled rows; true = one Hopper bulk copy (cp.async.bulk, the TMA engine
-// without a tensor map) per 16-key row of K or V, completing on a per-stage mbarrier, into
-// rows padded by 16 bytes (conflict-free ldmatrix without a swizzle).
-template <int D, bool kBulk = false>
-struct AmendCfg {
-  static constexpr int kWarps = kAmendWarps;
-  static constexpr int kThreads = kWarps * 32;
-  static constexpr int kStages = D == 64 ? 4 : D == 128 ? MAC_AMEND_STAGES_D128 : 3;
-  static constexpr int kCpr = D / 8;                            // 16-byte chunks per key row
-  static constexpr int kRowBytes = kBulk ? D * 2 + 16 : D * 2;  // smem row pitch
-  static constexpr int kTileBytes = 16 * kRowBytes;             // one 16-key tile of K (or V)
-  static constexpr int kStageBytes = 2 * kTileBytes;
-  static constexpr int kWarpSmem = kStages * kStageBytes;
-  static constexpr int kSmem = kWarps * kWarpSmem;
-  static constexpr int kMinBlocks = D == 256 ? 1 : D == 128 ? MAC_AMEND_MIN_BLOCKS_D128 : 3;
-  /*! \brief Shared address of 16-byte chunk c of key row r of a tile. */
-  static __device__ __forceinline__ uint32_t at(uint32_t base, int r, int c) {
-    if constexpr (kBulk)
-      return base + r * kRowBytes + c * 16;
-    else
-      return base + (r * kCpr + (c ^ (r & 7))) * 16;
-  }
-};
-
-/*! \brief The shared-memory tables of a self-scheduled step (self_schedule_ints layout). */
-struct SelfTables {
-  int* off;         // [ng + 1] first item of each group; off[ng] = the step's items
-  int* band_begin;  // [ng] band start of each group
-  int* m;           // [N] position of each row, −1 if the row is invalid
-  int* elig;        // [N] 1 if the row is eligible (MAC)
-};
-
-/*! \brief Group gi's ranges from the tables (the row's position, the band start as
- *  self_schedule clamped it) and whether its row is eligible (which cut it takes). */
-__device__ inline GroupOf self_group(const KParams& p, const SelfTables& t, int gi) {
-  const int row = gi / p.Hkv;
-  GroupDesc g = make_group(t.m[row], false, 0, p.r, p.F);
-  g.band_begin = t.band_begin[gi];
-  return GroupOf{g, t.elig[row] != 0};
-}
-
-/*! \brief The step's schedule, computed by every block of the amend kernel into its own shared
- *  memory, so a step needs no schedule kernel and no item waits on a global lookup: the halves
- *  of the schedule kernel (schedule.cuh), hence the same items and bits. Block 0 also writes
- *  what the combine reads (rows, groups, group_off, the cuts: store_cuts) and the error
- *  flags. The rows' inputs are step inputs, complete before the step's first kernel
- *  started, so they are read before waiting for the kernel before this one (K1 in a MAC step);
- *  K1's plans after. Block-wide. */
-template <int kThreads>
-__device__ StepCuts self_schedule(const KParams& p, const SelfTables& t) {
-  const int ng = p.N * p.Hkv;
-  const bool writer = blockIdx.x == 0;
-  StepCuts cuts = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
-    t.m[row] = ri.valid ? ri.m : -1;
-    t.elig[row] = ri.eligible;
-  });
-  wait_prior_grid_then_release_next();  // K1's plans are read below
-  const int total = schedule_groups<kThreads>(
-      p, cuts,
-      [&](int gi) {
-        const int row = gi / p.Hkv;
-        const bool el = t.elig[row] != 0;
-        const GroupDesc g =
-            make_group(t.m[row], el, el ? group_band_lo(p, row, gi % p.Hkv) : INT_MAX, p.r, p.F);
-        t.band_begin[gi] = g.band_begin;
-        if (writer) p.groups[gi] = g;
-        return GroupOf{g, el};
-      },
-      [&](int gi, int first) {
-        t.off[gi] = first;
-        if (writer) p.group_off[gi] = first;
-      });
-  if (threadIdx.x == 0) {
-    t.off[ng] = total;
-    if (writer) {
-      p.group_off[ng] = total;
-      store_cuts(p, cuts);
-    }
-  }
-  __syncthreads();
-  return cuts;
-}
 
 /*! \brief Items a warp takes statically after its first (gw + W, gw + 2W, gw + 3W: the
  *  loader's warm-up), before it claims dynamically. */
@@ -561,47 +461,6 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     }
   }
   if constexpr (!kBulk) cp_async_wait<0>();
-}
-
-template <int D, bool kBulk>
-cudaError_t launch_amend_one(const KParams& p, int grid, int table_bytes, bool pdl,
-                             cudaStream_t stream) {
-  using Cfg = AmendCfg<D, kBulk>;
-  return launch_kernel(amend_kernel<D, kBulk>, grid, Cfg::kThreads, Cfg::kSmem + table_bytes,
-                       stream, pdl, p);
-}
-
-template <int D>
-cudaError_t launch_amend_impl(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl,
-                              cudaStream_t stream) {
-  // The smem limits were raised by amend_grid_impl (Engine::create).
-  return bulk ? launch_amend_one<D, true>(p, grid, table_bytes, pdl, stream)
-              : launch_amend_one<D, false>(p, grid, table_bytes, pdl, stream);
-}
-
-template <int D, bool kBulk>
-int amend_grid_one(int device, int table_bytes) {
-  using Cfg = AmendCfg<D, kBulk>;
-  // The limit covers the largest table any engine may use, so that engines with different
-  // configurations never lower it under one another's launches.
-  int optin = 0;
-  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  const int limit =
-      Cfg::kSmem + kMaxSelfTableBytes < optin ? Cfg::kSmem + kMaxSelfTableBytes : optin;
-  cudaFuncSetAttribute(amend_kernel<D, kBulk>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
-  if (Cfg::kSmem + table_bytes > limit) return 0;
-  int per_sm = 0, sms = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, amend_kernel<D, kBulk>, Cfg::kThreads,
-                                                Cfg::kSmem + table_bytes);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (per_sm < 1) return table_bytes > 0 ? 0 : sms;
-  return per_sm * sms;
-}
-
-template <int D>
-int amend_grid_impl(int device, bool bulk, int table_bytes) {
-  return bulk ? amend_grid_one<D, true>(device, table_bytes)
-              : amend_grid_one<D, false>(device, table_bytes);
 }
 
 }  // namespace mac::cuda::detail
