@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
                st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " stream policy");
     BOOST_TEST(wi::kv_evict_first_step(items, C, 128, st.discard),
                st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " streams evict_first");
-    // With the partials stored plainly (MAC_CUDA_PARTS_EVICT_LAST=0) the size rule alone.
+    // With the partials stored plainly (Tuning::parts_evict_last = 0) the size rule alone.
     BOOST_TEST(wi::kv_evict_first_step(items, C, 128, false) == st.evict_first);
   }
   // A step of 64-key items (every head hit) is never large enough to discard, at any D.
