@@ -22,4 +22,9 @@ Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, f
  *  over `bytes` of memory, median of `reps` timed runs after warm-up). GB/s = 1e9 B/s. */
 Status measure_read_bandwidth(size_t bytes, int reps, double* gbps);
 
+/*! \brief Captures K1 (the match kernel) alone with `p` into `engine`'s graph, replacing any
+ *  earlier one; replay() then times it (its cost must not depend on the context). `p` is
+ *  checked as for a MAC step. */
+Status capture_match_only(Engine& engine, const DecodeParams& p, void* stream);
+
 }  // namespace mac::cuda

@@ -314,7 +314,6 @@ struct EngineConfig {
 enum class StepKind : int {
   kFullAttention = 0,  //!< exact paged decode; MAC fields ignored, nothing written to rings
   kMac = 1,            //!< K1 + K2 + K3
-  kMatchOnly = 2,      //!< K1 alone (benchmarking aid: its cost must not depend on context)
 };
 
 /*! \brief Owns workspace, side stream, events and an optional captured graph.
@@ -372,6 +371,7 @@ class Engine {
   struct Impl;
 
  private:
+  friend Status capture_match_only(Engine& engine, const DecodeParams& p, void* stream);
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
