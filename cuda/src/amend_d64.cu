@@ -1,5 +1,5 @@
 // K2 amend kernel instantiated for D = 64 (one head dimension per file keeps builds parallel).
-#include "amend_impl.cuh"
+#include "amend_launch.cuh"
 #include "launch.hpp"
 
 namespace mac::cuda::detail {

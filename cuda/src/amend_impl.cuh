@@ -16,221 +16,15 @@
 // partial state (o fp32 [G, D], LSE base 2) that the combine kernel merges in item order.
 //
 // Per query head the keys of an item are clipped to the head's own range (band items start
-// at the head's band_start), so the hit heads of a mixed group attend only their band.
+// at the head's band_begin), so the hit heads of a mixed group attend only their band.
 #include <type_traits>
 
+#include "amend_config.cuh"
 #include "launch.hpp"
-#include "schedule.cuh"
+#include "ptx.cuh"
+#include "self_schedule.cuh"
 
 namespace mac::cuda::detail {
-
-// Stages per warp of the D = 128 kernel: 3 by default (two blocks per SM); cmake
-// -DMAC_AMEND_STAGES_D128=2 or 4..6 (4 and more: one block per SM) is an experiment knob
-// (tuning page §11, §12).
-#ifndef MAC_AMEND_STAGES_D128
-#define MAC_AMEND_STAGES_D128 3
-#endif
-#if MAC_AMEND_STAGES_D128 < 2 || MAC_AMEND_STAGES_D128 > 6
-#error "MAC_AMEND_STAGES_D128 must be in 2..6"
-#endif
-// Blocks per SM the D = 128 kernel's registers are bounded for (__launch_bounds__): 2 by
-// default; 3 (≤ 168 registers, with 2 stages to fit shared memory) is an experiment knob.
-#ifndef MAC_AMEND_MIN_BLOCKS_D128
-#define MAC_AMEND_MIN_BLOCKS_D128 2
-#endif
-#if MAC_AMEND_MIN_BLOCKS_D128 < 2 || MAC_AMEND_MIN_BLOCKS_D128 > 3
-#error "MAC_AMEND_MIN_BLOCKS_D128 must be 2 or 3"
-#endif
-// kBulk selects how K/V tiles reach shared memory: false = cp.async 16-byte copies by all
-// lanes into XOR-swizzled rows; true = one Hopper bulk copy (cp.async.bulk, the TMA engine
-// without a tensor map) per 16-key row of K or V, completing on a per-stage mbarrier, into
-// rows padded by 16 bytes (conflict-free ldmatrix without a swizzle).
-template <int D, bool kBulk = false>
-struct AmendCfg {
-  static constexpr int kWarps = kAmendWarps;
-  static constexpr int kThreads = kWarps * 32;
-  static constexpr int kStages = D == 64 ? 4 : D == 128 ? MAC_AMEND_STAGES_D128 : 3;
-  static constexpr int kCpr = D / 8;                            // 16-byte chunks per key row
-  static constexpr int kRowBytes = kBulk ? D * 2 + 16 : D * 2;  // smem row pitch
-  static constexpr int kTileBytes = 16 * kRowBytes;             // one 16-key tile of K (or V)
-  static constexpr int kStageBytes = 2 * kTileBytes;
-  static constexpr int kWarpSmem = kStages * kStageBytes;
-  static constexpr int kSmem = kWarps * kWarpSmem;
-  static constexpr int kMinBlocks = D == 256 ? 1 : D == 128 ? MAC_AMEND_MIN_BLOCKS_D128 : 3;
-  /*! \brief Shared address of 16-byte chunk c of key row r of a tile. */
-  static __device__ __forceinline__ uint32_t at(uint32_t base, int r, int c) {
-    if constexpr (kBulk)
-      return base + r * kRowBytes + c * 16;
-    else
-      return base + (r * kCpr + (c ^ (r & 7))) * 16;
-  }
-};
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, "
-        "1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes,
-                                              uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-#ifndef MAC_AMEND_L2_PREFETCH
-#define MAC_AMEND_L2_PREFETCH 128
-#endif
-#if MAC_AMEND_L2_PREFETCH == 256
-#define MAC_CP_ASYNC_PREFETCH ".L2::256B"
-#elif MAC_AMEND_L2_PREFETCH == 128
-#define MAC_CP_ASYNC_PREFETCH ".L2::128B"
-#elif MAC_AMEND_L2_PREFETCH == 64
-#define MAC_CP_ASYNC_PREFETCH ".L2::64B"
-#elif MAC_AMEND_L2_PREFETCH == 0
-#define MAC_CP_ASYNC_PREFETCH ""
-#else
-#error "MAC_AMEND_L2_PREFETCH must be 0, 64, 128 or 256"
-#endif
-/*! \brief The L2 evict_first policy of the K/V copies of steps that use it (read once: keeps
- *  the partial states and the step's tables in L2); which steps do: kv_evict_first_auto
- *  (work_items.hpp), or KParams::kv_evict_first when fixed. The other steps copy without a
- *  cache hint: an explicit evict_normal policy measured 7–10 % slower on large steps. */
-__device__ __forceinline__ uint64_t kv_evict_first_policy() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
-/*! \brief The L2 evict_last policy of the partial-state stores of steps whose combine drops
- *  their lines (parts_dropped): kept in L2 until then, they never reach DRAM. */
-__device__ __forceinline__ uint64_t parts_evict_last_policy() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
-__device__ __forceinline__ void st_cache_hint(float2* a, float2 v, uint64_t pol) {
-  asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;\n" ::"l"(a), "f"(v.x), "f"(v.y),
-               "l"(pol)
-               : "memory");
-}
-__device__ __forceinline__ void st_cache_hint(float* a, float v, uint64_t pol) {
-  asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;\n" ::"l"(a), "f"(v), "l"(pol)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global" MAC_CP_ASYNC_PREFETCH " [%0], [%1], 16;\n" ::"r"(dst),
-               "l"(src));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint64_t pol) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint" MAC_CP_ASYNC_PREFETCH
-               " [%0], [%1], 16, %2;\n" ::"r"(dst),
-               "l"(src), "l"(pol));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-// c += a · b, m16n8k16, bf16 inputs, fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-/*! \brief The shared-memory tables of a self-scheduled step (self_schedule_ints layout). */
-struct SelfTables {
-  int* off;   // [ng + 1] first item of each group; off[ng] = the step's items
-  int* lo;    // [ng] band start of each group
-  int* m;     // [N] position of each row, −1 if the row is invalid
-  int* elig;  // [N] 1 if the row is eligible (MAC)
-};
-
-/*! \brief Group gi's ranges from the tables (the row's position, the band start as
- *  self_schedule clamped it) and whether its row is eligible (which cut it takes). */
-__device__ inline GroupOf self_group(const KParams& p, const SelfTables& t, int gi) {
-  const int row = gi / p.Hkv;
-  GroupDesc g = make_group(t.m[row], false, 0, p.r, p.F);
-  g.lo = t.lo[gi];
-  return GroupOf{g, t.elig[row] != 0};
-}
-
-/*! \brief The step's schedule, computed by every block of the amend kernel into its own shared
- *  memory, so a step needs no schedule kernel and no item waits on a global lookup: the halves
- *  of the schedule kernel (schedule.cuh), hence the same items and bits. Block 0 also writes
- *  what the combine reads (rows, groups, group_off, the cuts: store_cuts) and the error
- *  flags. The rows' inputs are step inputs, complete before the step's first kernel
- *  started, so they are read before waiting for the kernel before this one (K1 in a MAC step);
- *  K1's plans after. Block-wide. */
-template <int kThreads>
-__device__ StepCuts self_schedule(const KParams& p, const SelfTables& t) {
-  const int ng = p.N * p.Hkv;
-  const bool writer = blockIdx.x == 0;
-  StepCuts cuts = schedule_rows<kThreads>(p, writer, [&](int row, const RowInfo& ri) {
-    t.m[row] = ri.valid ? ri.m : -1;
-    t.elig[row] = ri.eligible;
-  });
-  wait_prior_grid_then_release_next();  // K1's plans are read below
-  const int total = schedule_groups<kThreads>(
-      p, cuts,
-      [&](int gi) {
-        const int row = gi / p.Hkv;
-        const bool el = t.elig[row] != 0;
-        const GroupDesc g =
-            make_group(t.m[row], el, el ? group_band_lo(p, row, gi % p.Hkv) : INT_MAX, p.r, p.F);
-        t.lo[gi] = g.lo;
-        if (writer) p.groups[gi] = g;
-        return GroupOf{g, el};
-      },
-      [&](int gi, int first) {
-        t.off[gi] = first;
-        if (writer) p.group_off[gi] = first;
-      });
-  if (threadIdx.x == 0) {
-    t.off[ng] = total;
-    if (writer) {
-      p.group_off[ng] = total;
-      store_cuts(p, cuts);
-    }
-  }
-  __syncthreads();
-  return cuts;
-}
 
 /*! \brief Items a warp takes statically after its first (gw + W, gw + 2W, gw + 3W: the
  *  loader's warm-up), before it claims dynamically. */
@@ -259,8 +53,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   StepCuts cuts;
   if (p.self_schedule) {
     tab.off = reinterpret_cast<int*>(smem + Cfg::kSmem);
-    tab.lo = tab.off + ng + 1;
-    tab.m = tab.lo + ng;
+    tab.band_begin = tab.off + ng + 1;
+    tab.m = tab.band_begin + ng;
     tab.elig = tab.m + p.N;
     cuts = self_schedule<Cfg::kThreads>(p, tab);
     total = tab.off[ng];
@@ -299,10 +93,10 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // and each tile's page id is loaded one tile before its copies are issued.
   // The warm-up's claims are static: W warps each claiming three items from one counter as
   // the step starts would queue on that atomic before any warp's first tile (measured: 2–7 %
-  // of a batch-1 step, tuning page §14). Items after those are claimed dynamically, so warps that
-  // finish early take more. Every warp's claims increase (static ones by W; dynamic ones are
-  // ≥ (kStaticClaims + 1)·W, above any static one), so once one is past the last item all
-  // later ones are, and a warp past the end claims nothing more.
+  // of a batch-1 step against dynamic claims only). Items after those are claimed dynamically, so
+  // warps that finish early take more. Every warp's claims increase (static ones by W; dynamic ones
+  // are ≥ (kStaticClaims + 1)·W, above any static one), so once one is past the last item all later
+  // ones are, and a warp past the end claims nothing more.
   auto claim = [&]() {  // lane 0's value
     return lane == 0 ? (kStaticClaims + 1) * W + atomicAdd(p.work + kWorkClaims, 1) : 0;
   };
@@ -398,8 +192,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   // combine drops the partial states' lines (large steps), the partials are stored
   // evict_last and the K/V stream goes evict_first at any size, so the stream evicts itself
   // rather than the partials, which then never reach DRAM: written back in the middle of
-  // the read stream, they cost a 2 GiB step 1–2 % (docs/bench/tuning_h200.md §21). Either
-  // policy alone gains nothing there (§10, §17).
+  // the read stream, they cost a 2 GiB step 1–2 % against no hints (docs/decisions.md). Either
+  // policy alone gains nothing there.
   const bool parts_last =
       p.parts_evict_last < 0 ? parts_dropped(p, total, cuts.elig.C, D) : p.parts_evict_last != 0;
   const bool kv_ef = p.kv_evict_first < 0 ? kv_evict_first_step(total, cuts.elig.C, D, parts_last)
@@ -495,7 +289,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         }
         int s0 = it.a;
         if (it.cat == kCatBand && p.mode == kModeMac) {
-          const int bs = p.plans[it.row * p.Hq + h].band_start;
+          const int bs = p.plans[it.row * p.Hq + h].band_begin;
           s0 = bs > s0 ? bs : s0;
         }
         start[rr] = s0;
@@ -667,47 +461,6 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     }
   }
   if constexpr (!kBulk) cp_async_wait<0>();
-}
-
-template <int D, bool kBulk>
-cudaError_t launch_amend_one(const KParams& p, int grid, int table_bytes, bool pdl,
-                             cudaStream_t stream) {
-  using Cfg = AmendCfg<D, kBulk>;
-  return launch_kernel(amend_kernel<D, kBulk>, grid, Cfg::kThreads, Cfg::kSmem + table_bytes,
-                       stream, pdl, p);
-}
-
-template <int D>
-cudaError_t launch_amend_impl(const KParams& p, int grid, int table_bytes, bool bulk, bool pdl,
-                              cudaStream_t stream) {
-  // The smem limits were raised by amend_grid_impl (Engine::create).
-  return bulk ? launch_amend_one<D, true>(p, grid, table_bytes, pdl, stream)
-              : launch_amend_one<D, false>(p, grid, table_bytes, pdl, stream);
-}
-
-template <int D, bool kBulk>
-int amend_grid_one(int device, int table_bytes) {
-  using Cfg = AmendCfg<D, kBulk>;
-  // The limit covers the largest table any engine may use, so that engines with different
-  // configurations never lower it under one another's launches.
-  int optin = 0;
-  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  const int limit =
-      Cfg::kSmem + kMaxSelfTableBytes < optin ? Cfg::kSmem + kMaxSelfTableBytes : optin;
-  cudaFuncSetAttribute(amend_kernel<D, kBulk>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
-  if (Cfg::kSmem + table_bytes > limit) return 0;
-  int per_sm = 0, sms = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, amend_kernel<D, kBulk>, Cfg::kThreads,
-                                                Cfg::kSmem + table_bytes);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (per_sm < 1) return table_bytes > 0 ? 0 : sms;
-  return per_sm * sms;
-}
-
-template <int D>
-int amend_grid_impl(int device, bool bulk, int table_bytes) {
-  return bulk ? amend_grid_one<D, true>(device, table_bytes)
-              : amend_grid_one<D, false>(device, table_bytes);
 }
 
 }  // namespace mac::cuda::detail

@@ -6,23 +6,18 @@
 // warp, then the shares in order), exactly as full attention does, so their output is
 // bit-identical to it.
 #include "launch.hpp"
+#include "ptx.cuh"
 
 namespace mac::cuda::detail {
 
 /*! \brief Warps per (row, head): sixteen or eight keep the merge chains short when there are
  *  few heads (small batch), two keep the whole grid resident when there are many. Sixteen
  *  only up to 64 heads (batch 1 and 2 at Hq = 32: measured faster there, level at 128,
- *  docs/bench/tuning_h200.md §25; the general kernel holds one 512-thread block per SM) and
+ *  against eight; the general kernel holds one 512-thread block per SM) and
  *  where their shares fit the static shared memory (D ≤ 128). A function of N·Hq and D alone,
  *  so full attention and MAC steps of one batch merge in the same order. */
 inline int combine_warps(int heads, int D) {
   return heads <= 64 && D <= 128 ? 16 : heads <= 512 ? 8 : heads <= 1024 ? 4 : 2;
-}
-
-/*! \brief Drops the 128-byte L2 line at `p` (128-aligned) without writing it back: its
- *  contents become undefined (PTX `discard.global.L2`, sm_80+). */
-__device__ __forceinline__ void discard_l2_line(const void* p) {
-  asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(p) : "memory");
 }
 
 /*! \brief bf16 value i of consecutive values held as 32-bit pairs (ld_now): the lower
@@ -73,8 +68,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
   const GroupDesc g = ld_now(p.groups + gi);
   const int off = ld_now(p.group_off + gi), cnt = ld_now(p.group_off + gi + 1) - off,
             items = ld_now(p.group_off + p.N * p.Hkv);
-  HeadPlan plan = miss_plan(g.s_e);    // prefill rows: no K1 decision
-  uint32_t snap_w[V / 2], q_w[V / 2];  // V bf16 values of this lane, as pairs
+  HeadPlan plan = miss_plan(g.sink_end);  // prefill rows: no K1 decision
+  uint32_t snap_w[V / 2], q_w[V / 2];     // V bf16 values of this lane, as pairs
   float snap_l2 = -INFINITY;
   if constexpr (!kAllOnly) {
     if (warp == 0) {
@@ -264,7 +259,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
   if constexpr (kAllOnly) {
 #pragma unroll
     for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(all_o[i]);
-    if (lane == 0 && p.lse) p.lse[oh] = lse_log2_to_natural(all_l2);
+    if (lane == 0 && p.lse) p.lse[oh] = lse_from_log2(all_l2);
   } else {
     // entry(m) = prefix ⊕ band over [Fe(E(m)), E(m)).
     float eo[V];
@@ -288,7 +283,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
         p.ring_q[ri_ * D + lane * V + i] = bf16_of_pairs(q_w, i);
         p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(eo[i]);
       }
-      if (lane == 0) p.ring_lse[ri_] = lse_log2_to_natural(el);
+      if (lane == 0) p.ring_lse[ri_] = lse_from_log2(el);
     }
     if (!want_out) return;
 
@@ -308,12 +303,14 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
 #pragma unroll
     for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(oo[i]);
     if (lane == 0) {
-      if (p.lse) p.lse[oh] = lse_log2_to_natural(ol);
+      if (p.lse) p.lse[oh] = lse_from_log2(ol);
       if (p.diag_hit) p.diag_hit[oh] = static_cast<int8_t>(plan.hit);
       if (p.diag_match_pos) p.diag_match_pos[oh] = plan.match_pos;
       if (p.diag_d2) p.diag_d2[oh] = plan.d2;
       if (p.diag_keys_read)
-        p.diag_keys_read[oh] = plan.hit ? (g.em - plan.band_start) + g.s_e + (g.end - g.em) : g.end;
+        p.diag_keys_read[oh] =
+            plan.hit ? (g.tail_begin - plan.band_begin) + g.sink_end + (g.end - g.tail_begin)
+                     : g.end;
     }
   }
 }
@@ -355,60 +352,6 @@ cudaError_t launch_combine(const KParams& p, bool k3_only, bool pdl, cudaStream_
     default:
       return cudaErrorInvalidValue;
   }
-}
-
-// Streaming read: each thread sums 16-byte words grid-stride; the xor result goes to `sink`
-// only if impossible, so the loads cannot be removed.
-__global__ void read_bw_kernel(const uint4* __restrict__ src, size_t n, unsigned* sink) {
-  unsigned acc = 0;
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 a = __ldcs(src + i), b = __ldcs(src + i + stride), c = __ldcs(src + i + 2 * stride),
-                d = __ldcs(src + i + 3 * stride);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^
-           d.w;
-  }
-  for (; i < n; i += stride) {
-    const uint4 a = __ldcs(src + i);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w;
-  }
-  if (acc == 0x9e3779b9u) *sink = acc;
-}
-
-cudaError_t launch_read_bw(const void* src, size_t n16, unsigned* sink, int grid, cudaStream_t s) {
-  read_bw_kernel<<<grid, 512, 0, s>>>(static_cast<const uint4*>(src), n16, sink);
-  return cudaGetLastError();
-}
-
-__device__ inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-__global__ void fill_random_kernel(void* dst, size_t n, int bf16, uint64_t seed, float mean,
-                                   float stddev) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const uint64_t h = splitmix64(seed * 0x2545f4914f6cdd1dull + i);
-    const float u1 = (static_cast<float>(h >> 40) + 1.f) * (1.f / 16777217.f);
-    const float u2 = static_cast<float>((h >> 16) & 0xffffff) * (1.f / 16777216.f);
-    const float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
-    const float v = mean + stddev * z;
-    if (bf16)
-      static_cast<uint16_t*>(dst)[i] = float_to_bf16_bits(v);
-    else
-      static_cast<float*>(dst)[i] = v;
-  }
-}
-
-cudaError_t launch_fill_random(void* dst, size_t n, bool bf16, uint64_t seed, float mean,
-                               float stddev, cudaStream_t s) {
-  if (n == 0) return cudaSuccess;
-  fill_random_kernel<<<2048, 256, 0, s>>>(dst, n, bf16 ? 1 : 0, seed, mean, stddev);
-  return cudaGetLastError();
 }
 
 }  // namespace mac::cuda::detail

@@ -9,7 +9,8 @@
 #include <climits>
 #include <cstdint>
 
-#include "mac/cuda/mac_cuda.hpp"  // kMaxGroup
+#include "mac/cuda/mac_cuda.hpp"
+#include "mac/semantics.hpp"  // kMaxGroup, lse_from_log2, lse_to_log2
 #include "work_items.hpp"
 
 namespace mac::cuda::detail {
@@ -19,13 +20,6 @@ namespace mac::cuda::detail {
 constexpr int kMaxK1Splits = 8;
 static_assert((kMaxK1Splits & (kMaxK1Splits - 1)) == 0 && kMaxK1Splits <= 8,
               "kMaxK1Splits: a power of two <= 8");
-constexpr float kLn2 = 0.693147180559945309417f;
-constexpr float kLog2e = 1.442695040888963407360f;
-
-/*! \brief The one named conversion of a base-2 LSE to the natural log (DESIGN §4). */
-__host__ __device__ inline float lse_log2_to_natural(float lse2) { return lse2 * kLn2; }
-/*! \brief Natural-log LSE → base 2 (ring entries are stored in natural log). */
-__host__ __device__ inline float lse_natural_to_log2(float lse) { return lse * kLog2e; }
 
 /*! \brief Programmatic dependent launch (sm_90), called first by every kernel of a step:
  *  wait until the kernel before it in the stream has finished and its writes are visible,
@@ -61,16 +55,16 @@ enum Mode : int {
 
 /*! \brief Per (row, query head) decision of K1 (or the exact default). */
 struct HeadPlan {
-  int band_start;  // E(p) on a hit, Fe(E(m)) on a miss
+  int band_begin;  // E(p) on a hit, Fe(E(m)) on a miss
   int match_pos;   // −1 on a miss
   float d2;        // canonical FP32 d2 of the nearest candidate, NaN if none searched
   int hit;         // 1 on a hit
 };
 
-/*! \brief The plan of a head without a match: band from `band_start`, nothing searched. */
-__device__ inline HeadPlan miss_plan(int band_start) {
+/*! \brief The plan of a head without a match: band from `band_begin`, nothing searched. */
+__device__ inline HeadPlan miss_plan(int band_begin) {
   HeadPlan plan;
-  plan.band_start = band_start;
+  plan.band_begin = band_begin;
   plan.match_pos = -1;
   plan.d2 = __int_as_float(0x7fc00000);  // NaN: nothing searched
   plan.hit = 0;
@@ -247,7 +241,7 @@ __device__ inline int group_band_lo(const KParams& p, int row, int hk) {
   int band_lo = INT_MAX;
 #pragma unroll
   for (int j = 0; j < kMaxGroup; ++j) {
-    const int bs = j < p.G ? __ldcg(&plan[j].band_start) : INT_MAX;
+    const int bs = j < p.G ? __ldcg(&plan[j].band_begin) : INT_MAX;
     band_lo = bs < band_lo ? bs : band_lo;
   }
   return band_lo;

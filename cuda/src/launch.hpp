@@ -79,11 +79,4 @@ cudaError_t prepare_match(int D);
 cudaError_t launch_schedule(const KParams& p, bool pdl, cudaStream_t s);
 /*! \brief Combine (and, when p.k3_in_combine, the K3 ring write); k3_only: K3 alone. */
 cudaError_t launch_combine(const KParams& p, bool k3_only, bool pdl, cudaStream_t s);
-/*! \brief Streaming-read kernel over n16 16-byte words; result sink to defeat DCE. */
-cudaError_t launch_read_bw(const void* src, size_t n16, unsigned* sink, int grid, cudaStream_t s);
-
-/*! \brief Seeded normal fill (hash-based Box–Muller), bf16 (rounded) or f32. */
-cudaError_t launch_fill_random(void* dst, size_t n, bool bf16, uint64_t seed, float mean,
-                               float stddev, cudaStream_t s);
-
 }  // namespace mac::cuda::detail

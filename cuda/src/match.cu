@@ -39,15 +39,15 @@ __device__ __forceinline__ void cluster_wait_acquire() {
  *  uniform over the row, hence over the cluster). */
 template <int D>
 __device__ void match_share(const KParams& p, int h, int row, int z, int splits) {
-  constexpr int LANES = D / 8;      // lanes per candidate (canonical order, §3.1)
+  constexpr int LANES = D / 8;      // lanes per candidate (canonical order, DESIGN §3.1)
   constexpr int CPP = 256 / LANES;  // candidates per pass of the block
   constexpr int UNROLL = 4;
   const int tid = threadIdx.x;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
   RowInfo ri = row_info_first(p, row);  // readiness: below, in the scan's round trip
   const int m = ri.m;
-  const int em = ri.valid ? prefix_end_dev(m, p.r) : 0;
-  HeadPlan plan = miss_plan(sink_end_dev(p.F, em));
+  const int tail_begin = ri.valid ? prefix_end(m, p.r) : 0;
+  HeadPlan plan = miss_plan(sink_end(p.F, tail_begin));
   __shared__ float s_d2[256 / 32];
   __shared__ int s_p[256 / 32];
   __shared__ int s_best;
@@ -140,7 +140,7 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
     // shared memory), and every thread arrives at the next phase with release semantics. The
     // other blocks then leave; block 0 waits with acquire and reduces the slots. One wait on
     // the critical path and no remote read: two full cluster barriers around remote reads
-    // took ~1.5 µs of K1's 4.1 at batch 1 (tuning page §19).
+    // took ~1.5 µs of K1's 4.1 at batch 1.
     namespace cg = cooperative_groups;
     const cg::cluster_group cluster = cg::this_cluster();
     cluster_wait_acquire();
@@ -187,59 +187,14 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   if (tid == 0) {
     plan.d2 = best_d;
     // Argmin first, validity second: the nearest entry must be usable.
-    const int ep = prefix_end_dev(bp, p.r);
+    const int ep = prefix_end(bp, p.r);
     if ((L > -INFINITY) && !(p.F > 0 && ep < p.F)) {
       plan.hit = 1;
       plan.match_pos = bp;
-      plan.band_start = ep;
-      p.snap_lse2[oh] = lse_natural_to_log2(L);
+      plan.band_begin = ep;
+      p.snap_lse2[oh] = lse_to_log2(L);
     }
     p.plans[oh] = plan;
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// The schedule kernel: K2's work items decided on the device (no host round trip) by one
-// block, for steps whose amend kernel does not schedule its own items (ScheduleMode::kKernel,
-// or tables too large for its shared memory; amend_impl.cuh self_schedule computes the same
-// thing): the step's item size, per group (row, KV head) the key ranges and item count, an
-// exclusive scan into group_off and the item → group table (the halves in schedule.cuh). The
-// split follows each group's span (misses: the whole context; all-hit groups: band + tail +
-// sinks).
-// ---------------------------------------------------------------------------------------
-
-/*! \brief The schedule, one block: rows and groups into the workspace, then the item →
- *  group table. (The amend kernel's item counter, work[kWorkClaims], is reset by the combine of the
- *  step before, as for a self-scheduled step.) */
-__global__ void __launch_bounds__(1024) schedule_kernel(const KParams p) {
-  constexpr int kThreads = 1024;
-  wait_prior_grid_then_release_next();  // in a MAC step, K1's plans are read below
-  const int tid = threadIdx.x, ng = p.N * p.Hkv;
-  StepCuts cuts = schedule_rows<kThreads>(p, true, [](int, const RowInfo&) {});
-  // The row tables are read again per group (L1 hits after the rows' half).
-  const int total = schedule_groups<kThreads>(
-      p, cuts,
-      [&](int gi) {
-        const int row = gi / p.Hkv, hk = gi % p.Hkv;
-        // The group's earliest band start, read beside the row's loads rather than after
-        // them (K1 writes a plan for every head of a MAC step; used only if eligible).
-        const int band_lo = p.mode == kModeMac ? group_band_lo(p, row, hk) : INT_MAX;
-        const RowInfo ri = row_info(p, row);
-        const GroupDesc g = make_group(ri.valid ? ri.m : -1, ri.eligible, band_lo, p.r, p.F);
-        p.groups[gi] = g;
-        return GroupOf{g, ri.eligible != 0};
-      },
-      [&](int gi, int first) { p.group_off[gi] = first; });
-  if (tid == 0) {
-    p.group_off[ng] = total;
-    store_cuts(p, cuts);
-  }
-  __syncthreads();  // group_off complete and visible to the block
-  // Item → group table, one warp per group, coalesced.
-  const int lane = tid & 31;
-  for (int gi = tid >> 5; gi < ng; gi += kThreads >> 5) {
-    const int off = __ldcg(p.group_off + gi), cnt = __ldcg(p.group_off + gi + 1) - off;
-    for (int k = lane; k < cnt; k += 32) p.item_group[off + k] = gi;
   }
 }
 
@@ -256,7 +211,7 @@ __global__ void __launch_bounds__(256) match_kernel(const KParams p) {
 template <int D>
 cudaError_t prepare_match_d() {
   // The blocks of a cluster are spread over SMs rather than packed into few: measured, MAC
-  // steps at batch 1 and 2 0.5–2.7 % faster, K1 alone 1–2 % (tuning page §19).
+  // steps at batch 1 and 2 0.5–2.7 % faster, K1 alone 1–2 %, against the default policy.
   return cudaFuncSetAttribute(match_kernel<D>, cudaFuncAttributeClusterSchedulingPolicyPreference,
                               cudaClusterSchedulingPolicySpread);
 }
@@ -287,10 +242,6 @@ cudaError_t launch_match(const KParams& p, cudaStream_t s) {
     default:
       return cudaErrorInvalidValue;
   }
-}
-
-cudaError_t launch_schedule(const KParams& p, bool pdl, cudaStream_t s) {
-  return launch_kernel(schedule_kernel, 1, 1024, 0, s, pdl, p);
 }
 
 }  // namespace mac::cuda::detail

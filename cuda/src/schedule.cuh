@@ -1,7 +1,7 @@
 #pragma once
 // The two halves of the device-side schedule of K2's work items, shared by its two users: the
-// schedule kernel (match.cu, one block, results in the workspace) and the amend kernel's
-// self_schedule (amend_impl.cuh, every block, results in its shared memory). Same inputs,
+// schedule kernel (schedule.cu, one block, results in the workspace) and the amend kernel's
+// self_schedule (self_schedule.cuh, every block, results in its shared memory). Same inputs,
 // same helpers, hence the same items and bits either way; what each user keeps of a row or a
 // group is its own callback.
 #include <cub/block/block_reduce.cuh>

@@ -3,32 +3,29 @@
 // (host and device), so the CPU test suite checks it where no GPU is present.
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MAC_HD __host__ __device__
-#else
-#define MAC_HD
-#endif
+#include "mac/semantics.hpp"  // prefix_end, sink_end, MAC_HD
 
 namespace mac::cuda::detail {
 
 /*! \brief Item categories: which part of [0, m] a work item covers (DESIGN §3 ranges). */
 enum Cat : int { kCatSink = 0, kCatBand = 1, kCatTail = 2 };
 
-/*! \brief Per (row, KV head) key ranges: sinks [0, s_e), band [lo, em), tail [em, end). */
+/*! \brief Per (row, KV head) key ranges (mac::StepRanges' names): sinks [0, sink_end), band
+ *  [band_begin, tail_begin), tail [tail_begin, end). */
 struct GroupDesc {
-  int end;  // m + 1 (= kv_len); 0 for an invalid row (no items)
-  int s_e;  // Fe(E(m))
-  int lo;   // min over the group's heads of band_start (≥ s_e)
-  int em;   // E(m)
+  int end;         // m + 1 (= kv_len); 0 for an invalid row (no items)
+  int sink_end;    // Fe(E(m))
+  int band_begin;  // min over the group's heads of their band_begin (≥ sink_end)
+  int tail_begin;  // E(m), also the band's end
 };
 
 // ---------------------------------------------------------------------------------------
-// Work items: per group the key axis is cut at multiples of C and at s_e and em, so every
-// item lies in exactly one of sinks / band / tail. A step has two cuts (StepCuts), both
+// Work items: per group the key axis is cut at multiples of C and at sink_end and tail_begin, so
+// every item lies in exactly one of sinks / band / tail. A step has two cuts (StepCuts), both
 // depending only on its kv_lens, N, Hkv and the grid. Rows that are not eligible (full
-// attention, prefill, ineligible MAC rows: lo = s_e) take the exact cut: the same items in a
-// full step and in a MAC step, hence with the same arithmetic bit-identical results. Eligible
-// MAC rows take the eligible cut, whose rule prefers smaller items (a MAC step reads far
+// attention, prefill, ineligible MAC rows: band_begin = sink_end) take the exact cut: the same
+// items in a full step and in a MAC step, hence with the same arithmetic bit-identical results.
+// Eligible MAC rows take the eligible cut, whose rule prefers smaller items (a MAC step reads far
 // fewer keys than its kv_lens say), and, in an all-hit step, fine_cut of it.
 // ---------------------------------------------------------------------------------------
 
@@ -57,17 +54,16 @@ struct Cut {
 // item per warp, no second round. Otherwise the largest power of two C in [kChunkMin,
 // kChunkMax] that still gives each warp at least chunk_rounds(C, D, eligible) items. Larger
 // items write fewer partial states (G·D·4 bytes each, written and read back); smaller ones
-// keep every warp streaming to the end. Measured on the H200 (docs/bench/tuning_h200.md §4,
-// §18): for full attention at D = 128, 2048-key items with 3.9 items per warp beat 1024
-// (16/64K/Hkv 8 1.4–1.8 %, 16/127K/Hkv 4 3.5 %, 64/32K/Hkv 4 1.3 %), with 7.7–7.8 per warp they
-// were within 1 % of it (64/64K/Hkv 4 1.1 % faster, 16/127K/Hkv 8 0.9 % slower), while 2 per
-// warp cost up to 18 % and 4096 did not pay (§21: since the L2 policies of 89f0cf0 a new
-// sweep favours 4096 at 64/64K/Hkv 4 and 64/127K/Hkv 8 and 1024 at 16/127K and 64/32K with
-// Hkv 8, by 0.8–1.6 %; no rule of the step's keys fits those, §22, so this one stands). The
-// eligible cut keeps 8 items per warp for 2048: cut that way, MAC steps in which 5 % of the heads
-// miss were up to 11 % slower (16/127K/Hkv 4), their few long miss groups being too few items for
-// the warps. At D = 256, 2048-key items with 3.9 items per warp cost 15 % (16/32K/Hkv 8), so both
-// cuts keep 8 there (D = 64: not measured).
+// keep every warp streaming to the end. Measured on the H200 (docs/decisions.md): for full
+// attention at D = 128, 2048-key items with 3.9 items per warp beat 1024 (16/64K/Hkv 8 1.4–1.8 %,
+// 16/127K/Hkv 4 3.5 %, 64/32K/Hkv 4 1.3 %), with 7.7–7.8 per warp they were within 1 % of it
+// (64/64K/Hkv 4 1.1 % faster, 16/127K/Hkv 8 0.9 % slower), while 2 per warp cost up to 18 % and
+// 4096 did not pay (since the L2 policies a new sweep favours 4096 at 64/64K/Hkv 4 and 64/127K/Hkv
+// 8 and 1024 at 16/127K and 64/32K with Hkv 8, by 0.8–1.6 %; no rule of the step's keys fits those,
+// so this one stands). The eligible cut keeps 8 items per warp for 2048: cut that way, MAC steps in
+// which 5 % of the heads miss were up to 11 % slower (16/127K/Hkv 4), their few long miss groups
+// being too few items for the warps. At D = 256, 2048-key items with 3.9 items per warp cost 15 %
+// (16/32K/Hkv 8), so both cuts keep 8 there (D = 64: not measured).
 constexpr int kOneRoundMax = 1024;
 MAC_HD inline int chunk_rounds(int C, int D, bool eligible) {
   return (D != 128 || eligible) && C > 1024 ? 8 : 3;
@@ -125,15 +121,15 @@ MAC_HD inline StepCuts step_cuts(int64_t keys, int warps, int fixed_chunk, int D
 // by a vote in the pass that counts the groups' items (schedule.cuh), so only steps of at
 // most kFineMaxGroups groups (one pass of either scheduler's block) can take it, and only
 // when the config leaves the item size open. Two other ways were measured and reverted
-// (docs/bench/tuning_h200.md §14): cutting the all-hit groups of mixed steps finer too made
+// (docs/decisions.md): cutting the all-hit groups of mixed steps finer too made
 // hit-0.95 steps up to 14 % slower (their small items sit among the miss groups' long ones),
 // and a separate pass to decide cost every other MAC step up to 5 %.
 //
 // A group qualifies (fine_ok) if it has no keys, or its band starts after its sinks (no head
 // missed: a miss head's band starts at the sinks' end) and it reads at most kFineMaxKeys keys,
 // which bounds its items (kFineMaxItems) whatever M, r and F are. Full attention and
-// ineligible rows (lo = s_e) never qualify, so a step with one keeps its eligible cut (and
-// they their exact cut, items and bits in any case).
+// ineligible rows (band_begin = sink_end) never qualify, so a step with one keeps its eligible cut
+// (and they their exact cut, items and bits in any case).
 constexpr int kFineLg = 6, kFineC = 1 << kFineLg;
 constexpr int kFineMaxKeys = 1024;
 constexpr int kFineMaxGroups = 128;
@@ -142,7 +138,8 @@ constexpr int kFineMaxItems = kFineMaxKeys / kFineC + 6;
 
 /*! \brief Whether group g lets an all-hit step take kFineC-key items (see above). */
 MAC_HD inline bool fine_ok(const GroupDesc& g) {
-  return g.end <= 0 || (g.lo > g.s_e && g.s_e + (g.end - g.lo) <= kFineMaxKeys);
+  return g.end <= 0 ||
+         (g.band_begin > g.sink_end && g.sink_end + (g.end - g.band_begin) <= kFineMaxKeys);
 }
 /*! \brief The eligible cut of an all-hit step: kFineC-key items (C's, if smaller). */
 MAC_HD inline Cut fine_cut(const Cut& c) { return c.C > kFineC ? Cut{kFineC, kFineLg} : c; }
@@ -181,7 +178,7 @@ MAC_HD inline int64_t step_kv_bytes(int64_t items, int C, int D) { return items 
 
 /*! \brief Whether a step streams its keys and values with an L2 evict_first policy: when they
  *  are at most kKvEvictFirstMaxBytes (step_kv_bytes). Measured on the H200
- *  (docs/bench/tuning_h200.md §10): evict_first makes such steps 1–5 % faster (batch 1,
+ *  against no cache hint: evict_first makes such steps 1–5 % faster (batch 1,
  *  batch 16 at 32K with Hkv 4) and larger ones up to 2.5 % slower. A cache hint: no bit of a
  *  result depends on it. */
 constexpr int64_t kKvEvictFirstMaxBytes = int64_t{3} << 29;  // 1.5 GiB
@@ -192,8 +189,8 @@ MAC_HD inline bool kv_evict_first_auto(int64_t items, int C, int D) {
 /*! \brief The K/V stream's policy of a step: evict_first on small steps (kv_evict_first_auto)
  *  and on every step whose partial states are stored evict_last, that is, kept in L2 until
  *  the combine drops them (parts_dropped, internal.cuh). Measured on the H200
- *  (docs/bench/tuning_h200.md §21): the pair makes full-attention steps of 2–8 GiB up to
- *  2.3 % faster, where either policy alone gains nothing (§10, §17). */
+ *  against no hints: the pair makes full-attention steps of 2–8 GiB up to
+ *  2.3 % faster, where either policy alone gains nothing. */
 MAC_HD inline bool kv_evict_first_step(int64_t items, int C, int D, bool parts_evict_last) {
   return parts_evict_last || kv_evict_first_auto(items, C, D);
 }
@@ -201,7 +198,7 @@ MAC_HD inline bool kv_evict_first_step(int64_t items, int C, int D, bool parts_e
 /*! \brief Whether the combine drops the partial states' L2 lines once it has read them (PTX
  *  discard.global.L2: dirty lines never written back to DRAM): on steps of at least
  *  kPartsDiscardMinBytes of keys and values (step_kv_bytes). Measured on the H200
- *  (docs/bench/tuning_h200.md §17): 3–4 % faster at the 1 GiB steps of Hkv 4 (batch 16 at
+ *  against keeping the lines: 3–4 % faster at the 1 GiB steps of Hkv 4 (batch 16 at
  *  32K, batch 4 at 127K), −0.7 to +0.9 % at larger steps, and up to 2.2 % slower at steps of
  *  at most 0.54 GB, where the discards lengthen a short combine. A cache operation: no bit
  *  of a result depends on it. */
@@ -218,9 +215,9 @@ struct GroupCounts {
 MAC_HD inline GroupCounts group_counts(const GroupDesc& g, const Cut& c) {
   GroupCounts n{0, 0, 0};
   if (g.end <= 0) return n;
-  n.sink = n_chunks(0, g.s_e, c.lg);
-  n.band = n_chunks(g.lo, g.em, c.lg);
-  n.tail = n_chunks(g.em, g.end, c.lg);
+  n.sink = n_chunks(0, g.sink_end, c.lg);
+  n.band = n_chunks(g.band_begin, g.tail_begin, c.lg);
+  n.tail = n_chunks(g.tail_begin, g.end, c.lg);
   return n;
 }
 MAC_HD inline int group_item_count(const GroupDesc& g, const Cut& c) {
@@ -244,14 +241,14 @@ MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, const Cut& c) {
   int lo, hi, j;
   if (cat == kCatSink) {
     lo = 0;
-    hi = g.s_e;
+    hi = g.sink_end;
     j = k;
   } else if (cat == kCatBand) {
-    lo = g.lo;
-    hi = g.em;
+    lo = g.band_begin;
+    hi = g.tail_begin;
     j = k - n.sink;
   } else {
-    lo = g.em;
+    lo = g.tail_begin;
     hi = g.end;
     j = k - n.sink - n.band;
   }
@@ -263,18 +260,15 @@ MAC_HD inline ItemRange group_item(const GroupDesc& g, int k, const Cut& c) {
   return it;
 }
 
-MAC_HD inline int prefix_end_dev(int p, int r) { return p + 1 - r > 0 ? p + 1 - r : 0; }
-MAC_HD inline int sink_end_dev(int F, int e) { return F < e ? F : e; }
-
 /*! \brief The key ranges of a group of a row at position m (m < 0: an invalid row, no keys).
  *  `lo` is the band start: the earliest band start of the group's heads in an eligible MAC
  *  row (clamped to E(m)), otherwise Fe(E(m)), where the band is the whole exact range. */
 MAC_HD inline GroupDesc make_group(int m, bool eligible, int band_lo, int r, int F) {
   GroupDesc g;
   g.end = m >= 0 ? m + 1 : 0;
-  g.em = m >= 0 ? prefix_end_dev(m, r) : 0;
-  g.s_e = sink_end_dev(F, g.em);
-  g.lo = eligible ? (band_lo < g.em ? band_lo : g.em) : g.s_e;
+  g.tail_begin = m >= 0 ? prefix_end(m, r) : 0;
+  g.sink_end = sink_end(F, g.tail_begin);
+  g.band_begin = eligible ? (band_lo < g.tail_begin ? band_lo : g.tail_begin) : g.sink_end;
   return g;
 }
 

@@ -1,5 +1,6 @@
 // Stub of the mac::cuda host API for builds without a CUDA compiler: every call that would
 // touch a device returns StatusCode::kNoCuda, so tests and tools link and can skip visibly.
+#include "mac/cuda/bench.hpp"
 #include "mac/cuda/mac_cuda.hpp"
 
 namespace mac::cuda {
@@ -74,6 +75,7 @@ Status Engine::read_error_flags(int* flags, bool, void*) {
 }
 
 Status fill_random(void*, size_t, DType, uint64_t, float, float, void*) { return no_cuda(); }
+Status capture_match_only(Engine&, const DecodeParams&, void*) { return no_cuda(); }
 Status measure_read_bandwidth(size_t, int, double* gbps) {
   if (gbps) *gbps = 0;
   return no_cuda();

@@ -19,11 +19,12 @@ namespace wi = mac::cuda::detail;
 namespace {
 
 // The ranges of one group as the schedule builds them (wi::make_group): full attention and
-// ineligible rows have lo = s_e; a MAC row with hits has lo ∈ [s_e, em].
+// ineligible rows have band_begin = sink_end; a MAC row with hits has band_begin ∈
+// [sink_end, tail_begin].
 wi::GroupDesc make_group(int kv_len, int r, int F, int lo_offset) {
   const int m = kv_len - 1;
   const wi::GroupDesc exact = wi::make_group(m, false, 0, r, F);
-  return lo_offset == 0 ? exact : wi::make_group(m, true, exact.s_e + lo_offset, r, F);
+  return lo_offset == 0 ? exact : wi::make_group(m, true, exact.sink_end + lo_offset, r, F);
 }
 
 // Checks that the items of `g` cover sinks ∪ band ∪ tail exactly once, in key order, each
@@ -42,14 +43,19 @@ void check_tiling(const wi::GroupDesc& g, const wi::Cut& cut) {
     BOOST_TEST_REQUIRE(it.a / C == (it.b - 1) / C);  // inside one aligned cell
     BOOST_TEST_REQUIRE(it.a >= prev_b);              // key order
     prev_b = it.b;
-    const int lo = it.cat == wi::kCatSink ? 0 : it.cat == wi::kCatBand ? g.lo : g.em;
-    const int hi = it.cat == wi::kCatSink ? g.s_e : it.cat == wi::kCatBand ? g.em : g.end;
+    const int lo = it.cat == wi::kCatSink   ? 0
+                   : it.cat == wi::kCatBand ? g.band_begin
+                                            : g.tail_begin;
+    const int hi = it.cat == wi::kCatSink   ? g.sink_end
+                   : it.cat == wi::kCatBand ? g.tail_begin
+                                            : g.end;
     BOOST_TEST_REQUIRE(it.a >= lo);
     BOOST_TEST_REQUIRE(it.b <= hi);
     for (int key = it.a; key < it.b; ++key) ++cover[key];
   }
   for (int key = 0; key < g.end; ++key) {
-    const bool wanted = key < g.s_e || (key >= g.lo && key < g.em) || key >= g.em;
+    const bool wanted =
+        key < g.sink_end || (key >= g.band_begin && key < g.tail_begin) || key >= g.tail_begin;
     BOOST_TEST_REQUIRE(cover[key] == (wanted ? 1 : 0), "key " << key << " of [0, " << g.end << ")");
   }
 }
@@ -63,14 +69,14 @@ BOOST_AUTO_TEST_CASE(group_ranges_follow_the_design) {
   // m = 99, r = 32: E(m) = 68; F = 4 sinks. Sinks [0, 4), band [lo, 68), tail [68, 100).
   const wi::GroupDesc exact = wi::make_group(99, false, 50, 32, 4);
   BOOST_TEST(exact.end == 100);
-  BOOST_TEST(exact.em == 68);
-  BOOST_TEST(exact.s_e == 4);
-  BOOST_TEST(exact.lo == 4);  // not eligible: the band is the whole exact range
-  BOOST_TEST(wi::make_group(99, true, 50, 32, 4).lo == 50);  // earliest hit band start
-  BOOST_TEST(wi::make_group(99, true, 90, 32, 4).lo == 68);  // clamped to E(m)
-  BOOST_TEST(wi::make_group(99, true, INT32_MAX, 32, 4).lo == 68);
+  BOOST_TEST(exact.tail_begin == 68);
+  BOOST_TEST(exact.sink_end == 4);
+  BOOST_TEST(exact.band_begin == 4);  // not eligible: the band is the whole exact range
+  BOOST_TEST(wi::make_group(99, true, 50, 32, 4).band_begin == 50);  // earliest hit band start
+  BOOST_TEST(wi::make_group(99, true, 90, 32, 4).band_begin == 68);  // clamped to E(m)
+  BOOST_TEST(wi::make_group(99, true, INT32_MAX, 32, 4).band_begin == 68);
   const wi::GroupDesc young = wi::make_group(10, false, 0, 32, 4);  // E(m) = 0: no prefix, no sinks
-  BOOST_TEST((young.em == 0 && young.s_e == 0 && young.end == 11));
+  BOOST_TEST((young.tail_begin == 0 && young.sink_end == 0 && young.end == 11));
   const wi::GroupDesc invalid = wi::make_group(-1, true, 0, 32, 4);  // an invalid row has no keys
   BOOST_TEST((invalid.end == 0 && wi::group_item_count(invalid, cut_of(256)) == 0));
 }
@@ -114,7 +120,7 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
     const wi::GroupDesc g = wi::make_group(kv - 1, true, kv - 256 - lo_back, 256, 4);
     BOOST_TEST_REQUIRE(wi::fine_ok(g));
     const int n = wi::group_item_count(g, fine_cut_of(256));
-    BOOST_TEST_REQUIRE((n >= (g.end - g.lo) / wi::kFineC && n <= wi::kFineMaxItems));
+    BOOST_TEST_REQUIRE((n >= (g.end - g.band_begin) / wi::kFineC && n <= wi::kFineMaxItems));
     check_tiling(g, fine_cut_of(256));
     BOOST_TEST_REQUIRE(
         !wi::fine_ok(wi::make_group(kv - 1, true, kv - wi::kFineMaxKeys + 3, 256, 4)));
@@ -124,12 +130,13 @@ BOOST_AUTO_TEST_CASE(items_tile_each_group_exactly) {
   {
     // 63 sinks, band [65, 960), tail [960, 1026): 63 + 895 + 66 = 1024 keys.
     const wi::GroupDesc g = wi::make_group(1025, true, 65, 66, 63);
-    BOOST_TEST_REQUIRE((g.s_e == 63 && g.lo == 65 && g.em == 960 && g.end == 1026));
+    BOOST_TEST_REQUIRE(
+        (g.sink_end == 63 && g.band_begin == 65 && g.tail_begin == 960 && g.end == 1026));
     BOOST_TEST_REQUIRE(wi::fine_ok(g));
     BOOST_TEST(wi::group_item_count(g, fine_cut_of(2048)) <= wi::kFineMaxItems);
   }
-  // Full attention and ineligible rows (lo = s_e) never qualify, nor a group with a miss head
-  // (band from the sinks' end); rows without keys do not stop a step from being all-hit.
+  // Full attention and ineligible rows (band_begin = sink_end) never qualify, nor a group with a
+  // miss head (band from the sinks' end); rows without keys do not stop a step from being all-hit.
   BOOST_TEST(!wi::fine_ok(make_group(2000, 256, 4, 0)));
   BOOST_TEST(!wi::fine_ok(make_group(900, 256, 0, 0)));
   BOOST_TEST(wi::fine_ok(wi::make_group(-1, true, 0, 256, 0)));
@@ -166,7 +173,7 @@ BOOST_AUTO_TEST_CASE(auto_chunk_follows_its_rule) {
             BOOST_TEST(total < int64_t{wi::chunk_rounds(2 * C, D, eligible)} * W * 2 * C);
         }
       }
-  // The shapes (D = 128, 1056 warps; docs/bench/tuning_h200.md §18). Full attention
+  // The shapes (D = 128, 1056 warps: the H200's persistent grid). Full attention
   // takes 2048-key items where each warp keeps >= 3 of them (batch 16, 64K, Hkv 8; batch 16,
   // 127K, Hkv 4), eligible MAC rows only with >= 8 (1024 there); batch 16, 32K, Hkv 8 keeps
   // 1024 (2048 would leave each warp two); batch 1 at 32K gets the smallest, and at 127K one
@@ -200,7 +207,7 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
   // The per-step L2 policies (evict_first on the K/V stream by size, the partials' discards
   // after the combine, and the stream's policy once the partials it keeps are stored
   // evict_last) on full-attention steps of the shapes they were measured on
-  // (docs/bench/tuning_h200.md §10, §17, §21): D = 128, 1056 warps, items of the exact cut.
+  // (work_items.hpp states the measured gains): D = 128, 1056 warps, items of the exact cut.
   // In a full-attention step the partials are stored evict_last exactly where they are
   // discarded (parts_dropped), so every step from 768 MiB up streams evict_first.
   struct Step {
@@ -228,7 +235,7 @@ BOOST_AUTO_TEST_CASE(l2_policies_split_the_measured_steps) {
                st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " stream policy");
     BOOST_TEST(wi::kv_evict_first_step(items, C, 128, st.discard),
                st.batch << "/" << st.ctx << "/Hkv " << st.hkv << " streams evict_first");
-    // With the partials stored plainly (MAC_CUDA_PARTS_EVICT_LAST=0) the size rule alone.
+    // With the partials stored plainly (Tuning::parts_evict_last = 0) the size rule alone.
     BOOST_TEST(wi::kv_evict_first_step(items, C, 128, false) == st.evict_first);
   }
   // A step of 64-key items (every head hit) is never large enough to discard, at any D.

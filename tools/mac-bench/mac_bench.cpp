@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "mac/cuda/bench.hpp"
 #include "mac/cuda/mac_cuda.hpp"
 #include "mac/cuda/runner.hpp"
 
@@ -398,7 +399,7 @@ int main(int argc, char** argv) {
             row("mac", "side", f, got, t2, mac_bytes);
           }
           if (f == 1.0) {
-            CHECK(eng->capture(StepKind::kMatchOnly, p, sv));
+            CHECK(capture_match_only(*eng, p, sv));
             const Timing t1 = time_replays(*eng, s, o.warmup, o.reps, [] {});
             row("k1", "-", f, got, t1, static_cast<double>(N) * Hq * std::min(M, m) * D * 2);
           }

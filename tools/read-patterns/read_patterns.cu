@@ -1,8 +1,8 @@
 // read-patterns: how fast the H200 streams a decode step's K/V under different access
 // patterns, without the attention arithmetic (or with a fixed amount of stand-in work per
-// tile). It asks one question of the per-byte gap to cuDNN (docs/bench/tuning_h200.md §12,
-// §15, §21): does a different way of reading the same bytes reach a higher DRAM rate than the
-// amend kernel's, before any kernel is rewritten around it?
+// tile). It asks one question of the per-byte gap to cuDNN (docs/decisions.md): does a different
+// way of reading the same bytes reach a higher DRAM rate than the amend kernel's, before any kernel
+// is rewritten around it?
 //
 // The K and V pools are laid out as mac-bench lays them out: [pages, page_size, Hkv, D] bf16
 // (nhd) or [pages, Hkv, page_size, D] (hnd), row b owning pages [b·P, (b+1)·P). D = 128.
@@ -25,11 +25,11 @@
 //
 // Output: one CSV line per (pattern, variant): GB/s as the median of --reps timed launches,
 // and the ratio to mac-bench's streaming read of a buffer of the same size measured in the
-// same run (the `read` lines, at the start and the end). Measurements: docs/bench/tuning_h200.md
-// §21.
+// same run (the `read` lines, at the start and the end). Measurements: docs/decisions.md.
 #include <cuda_runtime.h>
 
-#include "mac/cuda/mac_cuda.hpp"  // measure_read_bandwidth: the baseline
+#include "mac/cuda/bench.hpp"  // measure_read_bandwidth: the baseline
+#include "ptx.cuh"             // the amend kernel's PTX wrappers
 
 #include <algorithm>
 #include <cstdint>
@@ -73,24 +73,15 @@ enum Hint : int { kPrefetch128, kEvictFirst };
 
 template <int kHint>
 __device__ __forceinline__ void copy16(uint32_t dst, const void* src, uint64_t pol) {
-  if constexpr (kHint == kPrefetch128) {
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-  } else {
-    asm volatile(
-        "cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst),
-        "l"(src), "l"(pol));
-  }
+  if constexpr (kHint == kPrefetch128)
+    mac::cuda::detail::cp_async16(dst, src);
+  else
+    mac::cuda::detail::cp_async16(dst, src, pol);
 }
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void wait_groups() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ uint64_t evict_first_policy() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
+using mac::cuda::detail::cp_async_commit;
+using mac::cuda::detail::cp_async_wait;
+using mac::cuda::detail::kv_evict_first_policy;
+using mac::cuda::detail::parts_evict_last_policy;
 
 /*! \brief The arithmetic's stand-in per 16 keys: `work` > 0 runs that many dependent FMAs
  *  (issue slots taken), `work` < 0 sleeps −work nanoseconds (the warp busy elsewhere, no
@@ -131,9 +122,7 @@ __device__ __forceinline__ void store_part(float4* p, float4 v, uint64_t last) {
   if constexpr (kStore == kStoreNormal) {
     *p = v;
   } else if constexpr (kStore == kStoreEvictLast) {
-    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "f"(v.x),
-                 "f"(v.y), "f"(v.z), "f"(v.w), "l"(last)
-                 : "memory");
+    mac::cuda::detail::st_cache_hint(p, v, last);
   } else {
     __stcs(p, v);
   }
@@ -151,9 +140,8 @@ __global__ void __launch_bounds__(128, 2)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t base =
       static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * kStages * 2 * kTileBytes;
-  const uint64_t pol = evict_first_policy();
-  uint64_t last;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(last));
+  const uint64_t pol = kv_evict_first_policy();
+  const uint64_t last = parts_evict_last_policy();
   const int W = gridDim.x * 4, total = s.items(), group_tiles = s.ctx / 16;
   const int gw = warp * gridDim.x + blockIdx.x;  // block-major, as the amend kernel
   const int64_t all_tiles = static_cast<int64_t>(s.batch) * s.hkv * group_tiles;
@@ -211,7 +199,7 @@ __global__ void __launch_bounds__(128, 2)
       if (++ld_tile == ld_n) next_segment();
     }
     ++seq;
-    commit();
+    cp_async_commit();
   };
   next_segment();
   if (ld_n == 0) return;  // whole warp
@@ -219,7 +207,7 @@ __global__ void __launch_bounds__(128, 2)
   float acc = 0.f;
   int consumed = 0, cs_seg = 0, cs_tile = 0;
   while (true) {
-    wait_groups<kStages - 2>();
+    cp_async_wait<kStages - 2>();
     __syncwarp();
     const int st = consumed % kStages;
     const float x =
@@ -242,7 +230,7 @@ __global__ void __launch_bounds__(128, 2)
     }
     if (ld_n == 0 && consumed >= real) break;
   }
-  wait_groups<0>();
+  cp_async_wait<0>();
   if (acc == 12345.f) *sink = acc;  // keeps the consumer's reads
 }
 
@@ -256,7 +244,7 @@ __global__ void __launch_bounds__(128)
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint64_t pol = evict_first_policy();
+  const uint64_t pol = kv_evict_first_policy();
   const int total = s.items(), tiles = s.chunk / kTile;
   __shared__ int s_next;
   int ld_it = blockIdx.x, ld_tile = 0, ld_b = 0, ld_h = 0, ld_t0 = 0;
@@ -284,13 +272,13 @@ __global__ void __launch_bounds__(128)
       }
     }
     ++seq;
-    commit();
+    cp_async_commit();
   };
   if (ld_it >= total) return;
   for (int i = 0; i < kStages - 1; ++i) issue();
   int consumed = 0;
   while (true) {
-    wait_groups<kStages - 2>();
+    cp_async_wait<kStages - 2>();
     __syncthreads();
     const int st = consumed % kStages;
     const float x = reinterpret_cast<const float*>(smem + st * 2 * kTileBytes)[tid];
@@ -301,7 +289,7 @@ __global__ void __launch_bounds__(128)
     ++consumed;
     if (ld_it >= total && consumed >= real) break;
   }
-  wait_groups<0>();
+  cp_async_wait<0>();
   if (acc == 12345.f) *sink = acc;
 }
 
@@ -309,7 +297,7 @@ __global__ void __launch_bounds__(128)
 __global__ void discard_lines(float* p, int64_t lines) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < lines;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(p + i * 32) : "memory");
+    mac::cuda::detail::discard_l2_line(p + i * 32);
 }
 
 struct Options {

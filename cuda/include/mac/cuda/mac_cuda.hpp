@@ -27,6 +27,8 @@
 #include <memory>
 #include <string>
 
+#include "mac/semantics.hpp"  // kMaxGroup, supported_head_dim
+
 namespace mac::cuda {
 
 // ---------------------------------------------------------------------------------------
@@ -108,9 +110,8 @@ class DeviceBuffer {
 // ---------------------------------------------------------------------------------------
 
 inline constexpr int kMaxContext = 131072;  //!< largest supported kv_len
-inline constexpr int kMaxGroup = 16;        //!< largest supported G = Hq / Hkv
-/*! \brief D ∈ {64, 128, 256}. */
-inline bool supported_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+using mac::kMaxGroup;                       //!< largest supported G = Hq / Hkv (mac/semantics.hpp)
+using mac::supported_head_dim;              //!< D ∈ {64, 128, 256} (mac/semantics.hpp)
 
 // ---------------------------------------------------------------------------------------
 // Parameters of one decode step
@@ -244,7 +245,7 @@ enum class K3Mode : int {
 
 /*! \brief How the amend kernel streams K/V tiles into shared memory (docs/cuda.md). */
 enum class AmendVariant : int {
-  kDefault = 0,  //!< the measured-faster one (cp.async), or env MAC_CUDA_AMEND=cpasync|bulk
+  kDefault = 0,  //!< the measured-faster one (cp.async)
   kCpAsync = 1,  //!< 16-byte cp.async by all lanes, swizzled rows
   kBulk = 2,     //!< Hopper bulk copies (TMA engine, no tensor map), one per key row, mbarrier
 };
@@ -255,6 +256,29 @@ enum class ScheduleMode : int {
                 //!<  by max_batch·Hkv) without costing occupancy; else as kKernel
   kKernel = 1,  //!< a one-block schedule kernel, launched before the amend kernel, writes
                 //!<  them to the workspace. Same items, same bits as kAuto
+};
+
+/*! \brief Experiment and test switches of an engine. The defaults are the measured-best
+ *  choices (auto where the choice is made per step); a serving caller leaves them alone.
+ *  None changes a bit of any result: they are cache hints, launch order and grid size
+ *  (the grid caps change the item sizes a step chooses, hence its reduction order, exactly
+ *  as a smaller GPU would). Values outside the documented range are refused by create. */
+struct Tuning {
+  int kv_evict_first = -1;  //!< L2 evict_first policy on the amend kernel's K/V copies: −1 auto
+                            //!<  (small steps, and beside evict_last partials), 0 never, 1 always
+  int parts_discard = -1;   //!< the combine drops the partial states' L2 lines once read: −1 auto
+                            //!<  (large steps), 0 never, 1 always
+  int parts_evict_last = -1;  //!< the amend kernel stores partial states evict_last: −1 where the
+                              //!<  combine drops them, 0 never, 1 always
+  int pdl_edges = -1;  //!< kernel boundaries launched as programmatic dependents, a bit mask in
+                       //!<  0..15: bit 0 K1 → schedule kernel, bit 1 → amend, bit 2 amend →
+                       //!<  combine (MAC and prefill), bit 3 amend → combine (full attention);
+                       //!<  −1: from EngineConfig::dependent_launch (bits 0–2, or none)
+  int amend_blocks_per_sm = 0;  //!< cap of the persistent amend grid, blocks per SM (0: none;
+                                //!<  else 1..32): fewer, longer K/V streams
+  int amend_blocks = 0;  //!< cap of the amend grid in blocks (0: none; else 1..2^20): with few
+                         //!<  warps, steps small enough for the CPU reference take the item
+                         //!<  sizes of large ones (tests)
 };
 
 /*! \brief Static configuration: fixes the workspace and the launch shapes. */
@@ -283,13 +307,13 @@ struct EngineConfig {
                                  //!<  (measured slower, docs/cuda.md). Same bits either way;
                                  //!<  false: plain stream order
   int device = 0;                //!< CUDA device ordinal
+  Tuning tuning;                 //!< experiment and test switches (defaults: measured best)
 };
 
 /*! \brief Which computation a step or a captured graph runs. */
 enum class StepKind : int {
   kFullAttention = 0,  //!< exact paged decode; MAC fields ignored, nothing written to rings
   kMac = 1,            //!< K1 + K2 + K3
-  kMatchOnly = 2,      //!< K1 alone (benchmarking aid: its cost must not depend on context)
 };
 
 /*! \brief Owns workspace, side stream, events and an optional captured graph.
@@ -347,23 +371,9 @@ class Engine {
   struct Impl;
 
  private:
+  friend Status capture_match_only(Engine& engine, const DecodeParams& p, void* stream);
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// ---------------------------------------------------------------------------------------
-// Benchmark helper
-// ---------------------------------------------------------------------------------------
-
-/*! \brief Element type for fill_random. */
-enum class DType : int { kBF16 = 0, kF32 = 1 };
-/*! \brief Fills `n` elements at device pointer `dst` with seeded pseudo-random normal values
- *  (mean, stddev), BF16-rounded for kBF16 (stddev = 0 gives a constant). Tests/benchmarks. */
-Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, float stddev,
-                   void* stream = nullptr);
-
-/*! \brief Streaming-read bandwidth of the device (a simple 16-byte-load reduction kernel
- *  over `bytes` of memory, median of `reps` timed runs after warm-up). GB/s = 1e9 B/s. */
-Status measure_read_bandwidth(size_t bytes, int reps, double* gbps);
 
 }  // namespace mac::cuda
