@@ -6,8 +6,9 @@
 //   mac-verify --replay mac-verify-case123.h5  (replays one failed case)
 //   mac-verify --merge a.h5 b.h5 ... --out all.h5
 //
-// Exit status: 0 all checked cases pass; 1 a case failed; 2 bad usage or input; 77 GPU
-// mode without a CUDA device (skipped).
+// Exit status: 0 PASS (every applicable case ran and passed); 1 a case failed or erred;
+// 2 bad usage or input; 3 INCOMPLETE (a case was skipped by --time-limit, --max-cost or
+// --max-context, or none was applicable); 77 GPU mode without a CUDA device (skipped).
 #include "mac/cuda/mac_cuda.hpp"
 #include "mac/tools/progress.hpp"
 #include "mac/verify/check.hpp"
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
       if (!no_summary) std::cout << summary_table(r);
       std::cout << "merged " << merge.size() << " reports (" << r.cases.size() << " cases) into "
                 << out << "\n";
-      return r.ok() ? 0 : 1;
+      return r.exit_code();
     }
 
     if (mode.empty()) mode = cuda_available() ? "gpu" : "cpu";
@@ -303,7 +304,8 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < pids.size(); ++k) {
         int st = 0;
         waitpid(pids[k], &st, 0);
-        const bool exited = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1);
+        const bool exited =
+            WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1 || WEXITSTATUS(st) == 3);
         try {
           if (!exited)
             throw InputError(msg("exit status ", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
@@ -326,7 +328,7 @@ int main(int argc, char** argv) {
       if (missing)
         std::cout << "RESULT: FAIL (" << missing << " of " << N << " shards produced no report)\n";
       std::cout << "report: " << out << "\n";
-      return r.ok() && missing == 0 ? 0 : 1;
+      return missing == 0 ? r.exit_code() : 1;
     }
 
     cases = shard_slice(cases, shard_k, shard_n, gpu);
@@ -343,10 +345,10 @@ int main(int argc, char** argv) {
     opt.expected_storage = gpu || production ? StateStorage::kProduction : StateStorage::kFull;
     Report report;
     auto& meta = report.meta;
-    // The build's commit; MAC_VERIFY_COMMIT overrides it where the build tree has no .git
-    // (e.g. a copied working tree on the GPU machine).
-    meta.git_commit =
-        std::getenv("MAC_VERIFY_COMMIT") ? std::getenv("MAC_VERIFY_COMMIT") : MAC_GIT_COMMIT;
+    // The build's commit is what the report certifies; MAC_VERIFY_COMMIT (for a build tree
+    // without .git, e.g. a copied working tree) is recorded beside it as a declaration only.
+    meta.git_commit = MAC_GIT_COMMIT;
+    if (const char* declared = std::getenv("MAC_VERIFY_COMMIT")) meta.declared_commit = declared;
     meta.device = impl->device();
     meta.mode = mode;
     meta.impl = impl->name();
@@ -422,7 +424,7 @@ int main(int argc, char** argv) {
     write_report(out, report);
     if (!no_summary) std::cout << summary_table(report);
     std::cout << "report: " << out << "\n";
-    return report.ok() ? 0 : 1;
+    return report.exit_code();
   } catch (const InputError& e) {
     std::fprintf(stderr, "mac-verify: %s\n", e.what());
     return 2;

@@ -119,6 +119,7 @@ void write_report(const std::string& path, const Report& r) {
     h5::write_attr(f, "schema", kSchema);
     h5::write_attr(f, "version", int64_t{kVersion});
     h5::write_attr(f, "git_commit", m.git_commit);
+    h5::write_attr(f, "declared_commit", m.declared_commit);
     h5::write_attr(f, "device", m.device);
     h5::write_attr(f, "mode", m.mode);
     h5::write_attr(f, "impl", m.impl);
@@ -138,6 +139,8 @@ void write_report(const std::string& path, const Report& r) {
     h5::write_attr(f, "failed", int64_t{r.count(CaseStatus::kFail)});
     h5::write_attr(f, "skipped", int64_t{r.count(CaseStatus::kSkip)});
     h5::write_attr(f, "errors", int64_t{r.count(CaseStatus::kError)});
+    h5::write_attr(f, "not_applicable", int64_t{r.count(CaseStatus::kNotApplicable)});
+    h5::write_attr(f, "result", r.result());
 
     {
       const h5::Handle cases = h5::create_group(f, "cases");
@@ -304,9 +307,20 @@ Report merge_reports(const std::vector<Report>& shards) {
   return out;
 }
 
+std::string Report::result() const {
+  if (!ok()) return "FAIL";
+  if (count(CaseStatus::kSkip) > 0 || count(CaseStatus::kPass) == 0) return "INCOMPLETE";
+  return "PASS";
+}
+
+int Report::exit_code() const {
+  const std::string v = result();
+  return v == "PASS" ? 0 : v == "FAIL" ? 1 : 3;
+}
+
 std::string summary_table(const Report& r) {
   struct Row {
-    int n = 0, pass = 0, fail = 0, skip = 0, err = 0;
+    int n = 0, pass = 0, fail = 0, skip = 0, err = 0, na = 0;
     int64_t head_steps = 0, hits = 0, mism = 0, keys = 0, keys_full = 0, bit = 0;
     double rel = 0, abs = 0, lse = 0, erel = 0, wall = 0;
   };
@@ -319,7 +333,8 @@ std::string summary_table(const Report& r) {
       rw->fail += c.status == CaseStatus::kFail;
       rw->skip += c.status == CaseStatus::kSkip;
       rw->err += c.status == CaseStatus::kError;
-      if (c.status == CaseStatus::kSkip) continue;
+      rw->na += c.status == CaseStatus::kNotApplicable;
+      if (c.status == CaseStatus::kSkip || c.status == CaseStatus::kNotApplicable) continue;
       rw->head_steps += c.head_steps;
       rw->hits += c.expected_hits;
       rw->mism += c.decision_mismatch;
@@ -335,18 +350,24 @@ std::string summary_table(const Report& r) {
   }
   std::ostringstream os;
   char b[512];
-  std::snprintf(b, sizeof b, "mac-verify: %s on %s, commit %s, %s\n", r.meta.impl.c_str(),
-                r.meta.device.c_str(), r.meta.git_commit.c_str(), r.meta.subset.c_str());
+  std::snprintf(
+      b, sizeof b, "mac-verify: %s on %s, commit %s%s, %s\n", r.meta.impl.c_str(),
+      r.meta.device.c_str(), r.meta.git_commit.c_str(),
+      r.meta.declared_commit.empty() ? "" : (" (declared " + r.meta.declared_commit + ")").c_str(),
+      r.meta.subset.c_str());
   os << b;
-  std::snprintf(b, sizeof b, "%-12s %5s %5s %5s %5s %5s %9s %7s %6s %7s %10s %10s %10s %10s %8s\n",
-                "family", "cases", "pass", "FAIL", "skip", "ERR", "headsteps", "hit%", "dmis",
-                "kv%", "relL2max", "maxabs", "lseerr", "entryL2", "case_s");
+  std::snprintf(b, sizeof b,
+                "%-12s %5s %5s %5s %5s %5s %5s %9s %7s %6s %7s %10s %10s %10s %10s %8s\n", "family",
+                "cases", "pass", "FAIL", "skip", "ERR", "n/a", "headsteps", "hit%", "dmis", "kv%",
+                "relL2max", "maxabs", "lseerr", "entryL2", "case_s");
   os << b;
   auto line = [&](const std::string& name, const Row& w) {
     std::snprintf(
         b, sizeof b,
-        "%-12s %5d %5d %5d %5d %5d %9lld %6.1f%% %6lld %6.1f%% %10.3e %10.3e %10.3e %10.3e %8.1f\n",
-        name.c_str(), w.n, w.pass, w.fail, w.skip, w.err, static_cast<long long>(w.head_steps),
+        "%-12s %5d %5d %5d %5d %5d %5d %9lld %6.1f%% %6lld %6.1f%% %10.3e %10.3e %10.3e %10.3e "
+        "%8.1f\n",
+        name.c_str(), w.n, w.pass, w.fail, w.skip, w.err, w.na,
+        static_cast<long long>(w.head_steps),
         w.head_steps ? 100.0 * static_cast<double>(w.hits) / static_cast<double>(w.head_steps)
                      : 0.0,
         static_cast<long long>(w.mism),
@@ -392,9 +413,10 @@ std::string summary_table(const Report& r) {
          << "\n";
   }
   if (shown > 40) os << "  ... and " << shown - 40 << " more failing cases\n";
-  os << (r.ok() ? "RESULT: PASS" : "RESULT: FAIL") << " (" << r.count(CaseStatus::kPass)
-     << " passed, " << r.count(CaseStatus::kFail) << " failed, " << r.count(CaseStatus::kError)
-     << " errors, " << r.count(CaseStatus::kSkip) << " skipped)\n";
+  os << "RESULT: " << r.result() << " (" << r.count(CaseStatus::kPass) << " passed, "
+     << r.count(CaseStatus::kFail) << " failed, " << r.count(CaseStatus::kError) << " errors, "
+     << r.count(CaseStatus::kSkip) << " skipped, " << r.count(CaseStatus::kNotApplicable)
+     << " not applicable)\n";
   return os.str();
 }
 
