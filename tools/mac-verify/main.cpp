@@ -90,6 +90,35 @@ std::vector<CaseSpec> shard_slice(const std::vector<CaseSpec>& cases, int k, int
   return out;
 }
 
+/*! The machine and build a certificate was produced on: CPU model, compiler and flags. */
+std::string environment() {
+  std::string cpu = "unknown";
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  return msg("cpu: ", cpu, " (", std::thread::hardware_concurrency(), " threads)\n",
+             "gpu: ", cuda_available() ? cuda::device_description() : std::string("none"), "\n",
+             "compiler: ", __VERSION__, "\n", "flags: ", MAC_VERIFY_CXX_FLAGS, "\n");
+}
+
+/*! The certificate's name beside a report: REPORT.h5 → REPORT.md. */
+std::string certificate_path(const std::string& report) {
+  return std::filesystem::path(report).replace_extension(".md").string();
+}
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream o(tmp);
+    require(o.good(), "cannot write '", tmp, "'");
+    o << text;
+  }
+  std::filesystem::rename(tmp, path);
+}
+
 std::string join_args(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
@@ -422,8 +451,11 @@ int main(int argc, char** argv) {
     progress.finish();
     meta.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write_report(out, report);
+    write_text_atomic(
+        certificate_path(out),
+        certificate_markdown(report, replays, msg("finished: ", utc_now(), "\n", environment())));
     if (!no_summary) std::cout << summary_table(report);
-    std::cout << "report: " << out << "\n";
+    std::cout << "report: " << out << "\ncertificate: " << certificate_path(out) << "\n";
     return report.exit_code();
   } catch (const InputError& e) {
     std::fprintf(stderr, "mac-verify: %s\n", e.what());

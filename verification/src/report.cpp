@@ -318,6 +318,68 @@ int Report::exit_code() const {
   return v == "PASS" ? 0 : v == "FAIL" ? 1 : 3;
 }
 
+std::string certificate_markdown(const Report& r, const std::vector<std::string>& replays,
+                                 const std::string& environment) {
+  const auto& m = r.meta;
+  std::ostringstream os;
+  os << "# mac-verify certificate: " << r.result() << "\n\n";
+  os << "| | |\n|---|---|\n";
+  os << "| implementation | " << m.impl << " |\n";
+  os << "| device | " << m.device << " |\n";
+  os << "| mode | " << m.mode << " |\n";
+  os << "| driver commit (build) | " << m.git_commit << " |\n";
+  if (!m.declared_commit.empty())
+    os << "| driver commit (declared, not verified) | " << m.declared_commit << " |\n";
+  os << "| matrix FNV-1a | " << m.matrix_sha << " |\n";
+  os << "| subset / shard | " << m.subset << " / " << m.shard << " |\n";
+  os << "| started | " << m.created << " |\n";
+  os << "| wall | " << m.wall_s << " s |\n";
+  os << "| command | `" << m.command << "` |\n\n";
+  os << "## Environment\n\n```\n" << environment << "```\n\n";
+  os << "## Tolerances\n\nout rel L2 <= " << m.tol.out_rel_l2 << ", |dL| <= " << m.tol.lse
+     << "·max(1,|L|), entry rel L2 <= " << m.tol.entry_rel_l2
+     << ", entry |dL| <= " << m.tol.entry_lse << "·max(1,|L|)"
+     << (m.tol.logit_conditioned ? "; rel L2 limits x max(1, s²/64) for logits:s cases" : "")
+     << ".\n\n";
+  struct Row {
+    int pass = 0, fail = 0, skip = 0, err = 0, na = 0;
+    double rel = 0, lse = 0, erel = 0;
+  };
+  std::map<std::string, Row> fam;
+  for (const auto& c : r.cases) {
+    Row& w = fam[c.spec.family];
+    w.pass += c.status == CaseStatus::kPass;
+    w.fail += c.status == CaseStatus::kFail;
+    w.skip += c.status == CaseStatus::kSkip;
+    w.err += c.status == CaseStatus::kError;
+    w.na += c.status == CaseStatus::kNotApplicable;
+    if (c.status == CaseStatus::kPass || c.status == CaseStatus::kFail) {
+      w.rel = std::max(w.rel, c.rel_l2_max);
+      w.lse = std::max(w.lse, c.lse_err_max);
+      w.erel = std::max(w.erel, c.entry_rel_l2_max);
+    }
+  }
+  os << "## Families\n\n| family | pass | fail | skip | error | n/a | worst out rel L2 | worst "
+        "|dL| | worst entry rel L2 |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& [k, w] : fam)
+    os << "| " << k << " | " << w.pass << " | " << w.fail << " | " << w.skip << " | " << w.err
+       << " | " << w.na << " | " << w.rel << " | " << w.lse << " | " << w.erel << " |\n";
+  os << "\n## Failures\n\n";
+  size_t k = 0;
+  for (const auto& c : r.cases) {
+    if (c.status != CaseStatus::kFail && c.status != CaseStatus::kError) continue;
+    os << "* [" << to_string(c.status) << "] " << c.spec.describe() << ": " << c.message << "\n";
+    if (k < replays.size()) os << "  replay: `" << replays[k] << "`\n";
+    ++k;
+  }
+  if (k == 0) os << "none\n";
+  os << "\nRESULT: " << r.result() << " (" << r.count(CaseStatus::kPass) << " passed, "
+     << r.count(CaseStatus::kFail) << " failed, " << r.count(CaseStatus::kError) << " errors, "
+     << r.count(CaseStatus::kSkip) << " skipped, " << r.count(CaseStatus::kNotApplicable)
+     << " not applicable)\n";
+  return os.str();
+}
+
 std::string summary_table(const Report& r) {
   struct Row {
     int n = 0, pass = 0, fail = 0, skip = 0, err = 0, na = 0;

@@ -50,6 +50,14 @@ Report read_report(const std::string& path);
  *  that appears twice or on mixed commits/modes); wall_s is the maximum of the shards. */
 Report merge_reports(const std::vector<Report>& shards);
 
+/*! \brief The human-readable certificate (Markdown) written beside the HDF5 report: the
+ *  verdict, identity (implementation, commits, matrix hash), environment, tolerances, per
+ *  family pass/fail/skip/error/not-applicable counts with the worst errors, and for every
+ *  failing case its message and the command that replays it (`replays`, one per failing case
+ *  in report order). */
+std::string certificate_markdown(const Report& r, const std::vector<std::string>& replays,
+                                 const std::string& environment);
+
 /*! \brief Human-readable summary: a per-family table and the failing cases. */
 std::string summary_table(const Report& r);
 
