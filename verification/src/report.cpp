@@ -170,6 +170,20 @@ void write_report(const std::string& path, const Report& r) {
         for (const auto& c : r.cases) v.push_back(c.*(fl.p));
         h5::write(g, fl.name, v);
       }
+      // The limits each case was checked against (the run's tolerances times the case's
+      // conditioning factor), so a reviewer need not recompute them.
+      std::vector<double> t_out, t_lse, t_entry, t_entry_lse;
+      for (const auto& c : r.cases) {
+        const double k = r.meta.tol.conditioning(c.spec);
+        t_out.push_back(r.meta.tol.out_rel_l2 * k);
+        t_lse.push_back(r.meta.tol.lse);
+        t_entry.push_back(r.meta.tol.entry_rel_l2 * k);
+        t_entry_lse.push_back(r.meta.tol.entry_lse);
+      }
+      h5::write(g, "tol_out_rel_l2", t_out);
+      h5::write(g, "tol_lse", t_lse);
+      h5::write(g, "tol_entry_rel_l2", t_entry);
+      h5::write(g, "tol_entry_lse", t_entry_lse);
     }
     {
       const h5::Handle heads = h5::create_group(f, "heads");
@@ -224,6 +238,9 @@ Report read_report(const std::string& path) {
   m.tol.lse = h5::attr_double(f, "tol_lse");
   m.tol.entry_rel_l2 = h5::attr_double(f, "tol_entry_rel_l2");
   m.tol.entry_lse = h5::attr_double(f, "tol_entry_lse");
+  // Not stored as a flag: only the tight CPU limits are logit-conditioned (Tolerances::cpu),
+  // the same test summary_table uses.
+  m.tol.logit_conditioned = m.tol.out_rel_l2 < 1e-3;
   m.wall_s = h5::attr_double(f, "wall_s");
   m.threads = static_cast<int>(h5::attr_int64(f, "threads"));
   h5::Handle group = h5::open_group(f, "cases");
