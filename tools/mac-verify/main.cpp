@@ -376,7 +376,7 @@ int main(int argc, char** argv) {
     auto& meta = report.meta;
     // The build's commit is what the report certifies; MAC_VERIFY_COMMIT (for a build tree
     // without .git, e.g. a copied working tree) is recorded beside it as a declaration only.
-    meta.git_commit = MAC_GIT_COMMIT;
+    meta.git_commit = msg(MAC_GIT_COMMIT, " (", MAC_VERIFY_GIT_TREE, " at configure time)");
     if (const char* declared = std::getenv("MAC_VERIFY_COMMIT")) meta.declared_commit = declared;
     meta.device = impl->device();
     meta.mode = mode;
