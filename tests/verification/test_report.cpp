@@ -66,6 +66,25 @@ BOOST_AUTO_TEST_CASE(round_trip_and_merge) {
   BOOST_CHECK_THROW(read_report(tmp("does_not_exist.h5")), InputError);
 }
 
+// The certificate's verdict: a skipped case makes it INCOMPLETE (exit 3), a not-applicable
+// case neither passes nor blocks PASS, and a failure or error always wins.
+BOOST_AUTO_TEST_CASE(verdict_counts_skips_and_not_applicable) {
+  Report r;
+  r.cases = {fake(1, CaseStatus::kPass), fake(2, CaseStatus::kNotApplicable)};
+  BOOST_TEST(r.result() == "PASS");
+  BOOST_TEST(r.exit_code() == 0);
+  r.cases.push_back(fake(3, CaseStatus::kSkip));
+  BOOST_TEST(r.result() == "INCOMPLETE");
+  BOOST_TEST(r.exit_code() == 3);
+  BOOST_TEST(summary_table(r).find("RESULT: INCOMPLETE") != std::string::npos);
+  r.cases.push_back(fake(4, CaseStatus::kError));
+  BOOST_TEST(r.result() == "FAIL");
+  BOOST_TEST(r.exit_code() == 1);
+  Report na;
+  na.cases = {fake(1, CaseStatus::kNotApplicable)};
+  BOOST_TEST(na.result() == "INCOMPLETE");  // nothing applicable ran: nothing is certified
+}
+
 BOOST_AUTO_TEST_CASE(failure_file_keeps_the_case) {
   CaseResult r = fake(7, CaseStatus::kFail);
   ReportMeta meta;

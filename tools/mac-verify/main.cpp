@@ -6,8 +6,9 @@
 //   mac-verify --replay mac-verify-case123.h5  (replays one failed case)
 //   mac-verify --merge a.h5 b.h5 ... --out all.h5
 //
-// Exit status: 0 all checked cases pass; 1 a case failed; 2 bad usage or input; 77 GPU
-// mode without a CUDA device (skipped).
+// Exit status: 0 PASS (every applicable case ran and passed); 1 a case failed or erred;
+// 2 bad usage or input; 3 INCOMPLETE (a case was skipped by --time-limit, --max-cost or
+// --max-context, or none was applicable); 77 GPU mode without a CUDA device (skipped).
 #include "mac/cuda/mac_cuda.hpp"
 #include "mac/tools/progress.hpp"
 #include "mac/verify/check.hpp"
@@ -87,6 +88,35 @@ std::vector<CaseSpec> shard_slice(const std::vector<CaseSpec>& cases, int k, int
   std::sort(out.begin(), out.end(),
             [](const CaseSpec& a, const CaseSpec& b) { return a.id < b.id; });
   return out;
+}
+
+/*! The machine and build a certificate was produced on: CPU model, compiler and flags. */
+std::string environment() {
+  std::string cpu = "unknown";
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  return msg("cpu: ", cpu, " (", std::thread::hardware_concurrency(), " threads)\n",
+             "gpu: ", cuda_available() ? cuda::device_description() : std::string("none"), "\n",
+             "compiler: ", __VERSION__, "\n", "flags: ", MAC_VERIFY_CXX_FLAGS, "\n");
+}
+
+/*! The certificate's name beside a report: REPORT.h5 → REPORT.md. */
+std::string certificate_path(const std::string& report) {
+  return std::filesystem::path(report).replace_extension(".md").string();
+}
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream o(tmp);
+    require(o.good(), "cannot write '", tmp, "'");
+    o << text;
+  }
+  std::filesystem::rename(tmp, path);
 }
 
 std::string join_args(int argc, char** argv) {
@@ -190,7 +220,7 @@ int main(int argc, char** argv) {
       if (!no_summary) std::cout << summary_table(r);
       std::cout << "merged " << merge.size() << " reports (" << r.cases.size() << " cases) into "
                 << out << "\n";
-      return r.ok() ? 0 : 1;
+      return r.exit_code();
     }
 
     if (mode.empty()) mode = cuda_available() ? "gpu" : "cpu";
@@ -303,7 +333,8 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < pids.size(); ++k) {
         int st = 0;
         waitpid(pids[k], &st, 0);
-        const bool exited = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1);
+        const bool exited =
+            WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1 || WEXITSTATUS(st) == 3);
         try {
           if (!exited)
             throw InputError(msg("exit status ", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
@@ -326,7 +357,7 @@ int main(int argc, char** argv) {
       if (missing)
         std::cout << "RESULT: FAIL (" << missing << " of " << N << " shards produced no report)\n";
       std::cout << "report: " << out << "\n";
-      return r.ok() && missing == 0 ? 0 : 1;
+      return missing == 0 ? r.exit_code() : 1;
     }
 
     cases = shard_slice(cases, shard_k, shard_n, gpu);
@@ -343,10 +374,10 @@ int main(int argc, char** argv) {
     opt.expected_storage = gpu || production ? StateStorage::kProduction : StateStorage::kFull;
     Report report;
     auto& meta = report.meta;
-    // The build's commit; MAC_VERIFY_COMMIT overrides it where the build tree has no .git
-    // (e.g. a copied working tree on the GPU machine).
-    meta.git_commit =
-        std::getenv("MAC_VERIFY_COMMIT") ? std::getenv("MAC_VERIFY_COMMIT") : MAC_GIT_COMMIT;
+    // The build's commit is what the report certifies; MAC_VERIFY_COMMIT (for a build tree
+    // without .git, e.g. a copied working tree) is recorded beside it as a declaration only.
+    meta.git_commit = msg(MAC_GIT_COMMIT, " (", MAC_VERIFY_GIT_TREE, " at configure time)");
+    if (const char* declared = std::getenv("MAC_VERIFY_COMMIT")) meta.declared_commit = declared;
     meta.device = impl->device();
     meta.mode = mode;
     meta.impl = impl->name();
@@ -420,9 +451,12 @@ int main(int argc, char** argv) {
     progress.finish();
     meta.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write_report(out, report);
+    write_text_atomic(
+        certificate_path(out),
+        certificate_markdown(report, replays, msg("finished: ", utc_now(), "\n", environment())));
     if (!no_summary) std::cout << summary_table(report);
-    std::cout << "report: " << out << "\n";
-    return report.ok() ? 0 : 1;
+    std::cout << "report: " << out << "\ncertificate: " << certificate_path(out) << "\n";
+    return report.exit_code();
   } catch (const InputError& e) {
     std::fprintf(stderr, "mac-verify: %s\n", e.what());
     return 2;

@@ -28,6 +28,8 @@ const char* to_string(CaseStatus s) {
       return "skip";
     case CaseStatus::kError:
       return "ERROR";
+    case CaseStatus::kNotApplicable:
+      return "n/a";
   }
   return "?";
 }
@@ -75,7 +77,7 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
   res.spec = spec;
   std::string why;
   if (!impl.supports(spec, &why)) {
-    res.status = CaseStatus::kSkip;
+    res.status = CaseStatus::kNotApplicable;
     res.message = why;
     return res;
   }

@@ -118,6 +118,7 @@ void write_report(const std::string& path, const Report& r) {
     h5::write_attr(f, io::schema::kSchema, kSchema);
     h5::write_attr(f, io::schema::kVersion, kVersion);
     h5::write_attr(f, io::schema::kGitCommit, m.git_commit);
+    h5::write_attr(f, "declared_commit", m.declared_commit);
     h5::write_attr(f, "device", m.device);
     h5::write_attr(f, "mode", m.mode);
     h5::write_attr(f, "impl", m.impl);
@@ -137,6 +138,8 @@ void write_report(const std::string& path, const Report& r) {
     h5::write_attr(f, "failed", int64_t{r.count(CaseStatus::kFail)});
     h5::write_attr(f, "skipped", int64_t{r.count(CaseStatus::kSkip)});
     h5::write_attr(f, "errors", int64_t{r.count(CaseStatus::kError)});
+    h5::write_attr(f, "not_applicable", int64_t{r.count(CaseStatus::kNotApplicable)});
+    h5::write_attr(f, "result", r.result());
 
     {
       const h5::Handle cases = h5::create_group(f, "cases");
@@ -166,6 +169,20 @@ void write_report(const std::string& path, const Report& r) {
         for (const auto& c : r.cases) v.push_back(c.*(fl.p));
         h5::write(g, fl.name, v);
       }
+      // The limits each case was checked against (the run's tolerances times the case's
+      // conditioning factor), so a reviewer need not recompute them.
+      std::vector<double> t_out, t_lse, t_entry, t_entry_lse;
+      for (const auto& c : r.cases) {
+        const double k = r.meta.tol.conditioning(c.spec);
+        t_out.push_back(r.meta.tol.out_rel_l2 * k);
+        t_lse.push_back(r.meta.tol.lse);
+        t_entry.push_back(r.meta.tol.entry_rel_l2 * k);
+        t_entry_lse.push_back(r.meta.tol.entry_lse);
+      }
+      h5::write(g, "tol_out_rel_l2", t_out);
+      h5::write(g, "tol_lse", t_lse);
+      h5::write(g, "tol_entry_rel_l2", t_entry);
+      h5::write(g, "tol_entry_lse", t_entry_lse);
     }
     {
       const h5::Handle heads = h5::create_group(f, "heads");
@@ -221,6 +238,9 @@ Report read_report(const std::string& path) {
   m.tol.lse = h5::attr_double(f, "tol_lse");
   m.tol.entry_rel_l2 = h5::attr_double(f, "tol_entry_rel_l2");
   m.tol.entry_lse = h5::attr_double(f, "tol_entry_lse");
+  // Not stored as a flag: only the tight CPU limits are logit-conditioned (Tolerances::cpu),
+  // the same test summary_table uses.
+  m.tol.logit_conditioned = m.tol.out_rel_l2 < 1e-3;
   m.wall_s = h5::attr_double(f, "wall_s");
   m.threads = static_cast<int>(h5::attr_int64(f, "threads"));
   h5::Handle group = h5::open_group(f, "cases");
@@ -304,9 +324,82 @@ Report merge_reports(const std::vector<Report>& shards) {
   return out;
 }
 
+std::string Report::result() const {
+  if (!ok()) return "FAIL";
+  if (count(CaseStatus::kSkip) > 0 || count(CaseStatus::kPass) == 0) return "INCOMPLETE";
+  return "PASS";
+}
+
+int Report::exit_code() const {
+  const std::string v = result();
+  return v == "PASS" ? 0 : v == "FAIL" ? 1 : 3;
+}
+
+std::string certificate_markdown(const Report& r, const std::vector<std::string>& replays,
+                                 const std::string& environment) {
+  const auto& m = r.meta;
+  std::ostringstream os;
+  os << "# mac-verify certificate: " << r.result() << "\n\n";
+  os << "| | |\n|---|---|\n";
+  os << "| implementation | " << m.impl << " |\n";
+  os << "| device | " << m.device << " |\n";
+  os << "| mode | " << m.mode << " |\n";
+  os << "| driver commit (build) | " << m.git_commit << " |\n";
+  if (!m.declared_commit.empty())
+    os << "| driver commit (declared, not verified) | " << m.declared_commit << " |\n";
+  os << "| matrix FNV-1a | " << m.matrix_sha << " |\n";
+  os << "| subset / shard | " << m.subset << " / " << m.shard << " |\n";
+  os << "| started | " << m.created << " |\n";
+  os << "| wall | " << m.wall_s << " s |\n";
+  os << "| command | `" << m.command << "` |\n\n";
+  os << "## Environment\n\n```\n" << environment << "```\n\n";
+  os << "## Tolerances\n\nout rel L2 <= " << m.tol.out_rel_l2 << ", |dL| <= " << m.tol.lse
+     << "·max(1,|L|), entry rel L2 <= " << m.tol.entry_rel_l2
+     << ", entry |dL| <= " << m.tol.entry_lse << "·max(1,|L|)"
+     << (m.tol.logit_conditioned ? "; rel L2 limits x max(1, s²/64) for logits:s cases" : "")
+     << ".\n\n";
+  struct Row {
+    int pass = 0, fail = 0, skip = 0, err = 0, na = 0;
+    double rel = 0, lse = 0, erel = 0;
+  };
+  std::map<std::string, Row> fam;
+  for (const auto& c : r.cases) {
+    Row& w = fam[c.spec.family];
+    w.pass += c.status == CaseStatus::kPass;
+    w.fail += c.status == CaseStatus::kFail;
+    w.skip += c.status == CaseStatus::kSkip;
+    w.err += c.status == CaseStatus::kError;
+    w.na += c.status == CaseStatus::kNotApplicable;
+    if (c.status == CaseStatus::kPass || c.status == CaseStatus::kFail) {
+      w.rel = std::max(w.rel, c.rel_l2_max);
+      w.lse = std::max(w.lse, c.lse_err_max);
+      w.erel = std::max(w.erel, c.entry_rel_l2_max);
+    }
+  }
+  os << "## Families\n\n| family | pass | fail | skip | error | n/a | worst out rel L2 | worst "
+        "|dL| | worst entry rel L2 |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& [k, w] : fam)
+    os << "| " << k << " | " << w.pass << " | " << w.fail << " | " << w.skip << " | " << w.err
+       << " | " << w.na << " | " << w.rel << " | " << w.lse << " | " << w.erel << " |\n";
+  os << "\n## Failures\n\n";
+  size_t k = 0;
+  for (const auto& c : r.cases) {
+    if (c.status != CaseStatus::kFail && c.status != CaseStatus::kError) continue;
+    os << "* [" << to_string(c.status) << "] " << c.spec.describe() << ": " << c.message << "\n";
+    if (k < replays.size()) os << "  replay: `" << replays[k] << "`\n";
+    ++k;
+  }
+  if (k == 0) os << "none\n";
+  os << "\nRESULT: " << r.result() << " (" << r.count(CaseStatus::kPass) << " passed, "
+     << r.count(CaseStatus::kFail) << " failed, " << r.count(CaseStatus::kError) << " errors, "
+     << r.count(CaseStatus::kSkip) << " skipped, " << r.count(CaseStatus::kNotApplicable)
+     << " not applicable)\n";
+  return os.str();
+}
+
 std::string summary_table(const Report& r) {
   struct Row {
-    int n = 0, pass = 0, fail = 0, skip = 0, err = 0;
+    int n = 0, pass = 0, fail = 0, skip = 0, err = 0, na = 0;
     int64_t head_steps = 0, hits = 0, mism = 0, keys = 0, keys_full = 0, bit = 0;
     double rel = 0, abs = 0, lse = 0, erel = 0, wall = 0;
   };
@@ -319,7 +412,8 @@ std::string summary_table(const Report& r) {
       rw->fail += c.status == CaseStatus::kFail;
       rw->skip += c.status == CaseStatus::kSkip;
       rw->err += c.status == CaseStatus::kError;
-      if (c.status == CaseStatus::kSkip) continue;
+      rw->na += c.status == CaseStatus::kNotApplicable;
+      if (c.status == CaseStatus::kSkip || c.status == CaseStatus::kNotApplicable) continue;
       rw->head_steps += c.head_steps;
       rw->hits += c.expected_hits;
       rw->mism += c.decision_mismatch;
@@ -335,18 +429,24 @@ std::string summary_table(const Report& r) {
   }
   std::ostringstream os;
   char b[512];
-  std::snprintf(b, sizeof b, "mac-verify: %s on %s, commit %s, %s\n", r.meta.impl.c_str(),
-                r.meta.device.c_str(), r.meta.git_commit.c_str(), r.meta.subset.c_str());
+  std::snprintf(
+      b, sizeof b, "mac-verify: %s on %s, commit %s%s, %s\n", r.meta.impl.c_str(),
+      r.meta.device.c_str(), r.meta.git_commit.c_str(),
+      r.meta.declared_commit.empty() ? "" : (" (declared " + r.meta.declared_commit + ")").c_str(),
+      r.meta.subset.c_str());
   os << b;
-  std::snprintf(b, sizeof b, "%-12s %5s %5s %5s %5s %5s %9s %7s %6s %7s %10s %10s %10s %10s %8s\n",
-                "family", "cases", "pass", "FAIL", "skip", "ERR", "headsteps", "hit%", "dmis",
-                "kv%", "relL2max", "maxabs", "lseerr", "entryL2", "case_s");
+  std::snprintf(b, sizeof b,
+                "%-12s %5s %5s %5s %5s %5s %5s %9s %7s %6s %7s %10s %10s %10s %10s %8s\n", "family",
+                "cases", "pass", "FAIL", "skip", "ERR", "n/a", "headsteps", "hit%", "dmis", "kv%",
+                "relL2max", "maxabs", "lseerr", "entryL2", "case_s");
   os << b;
   auto line = [&](const std::string& name, const Row& w) {
     std::snprintf(
         b, sizeof b,
-        "%-12s %5d %5d %5d %5d %5d %9lld %6.1f%% %6lld %6.1f%% %10.3e %10.3e %10.3e %10.3e %8.1f\n",
-        name.c_str(), w.n, w.pass, w.fail, w.skip, w.err, static_cast<long long>(w.head_steps),
+        "%-12s %5d %5d %5d %5d %5d %5d %9lld %6.1f%% %6lld %6.1f%% %10.3e %10.3e %10.3e %10.3e "
+        "%8.1f\n",
+        name.c_str(), w.n, w.pass, w.fail, w.skip, w.err, w.na,
+        static_cast<long long>(w.head_steps),
         w.head_steps ? 100.0 * static_cast<double>(w.hits) / static_cast<double>(w.head_steps)
                      : 0.0,
         static_cast<long long>(w.mism),
@@ -392,9 +492,10 @@ std::string summary_table(const Report& r) {
          << "\n";
   }
   if (shown > 40) os << "  ... and " << shown - 40 << " more failing cases\n";
-  os << (r.ok() ? "RESULT: PASS" : "RESULT: FAIL") << " (" << r.count(CaseStatus::kPass)
-     << " passed, " << r.count(CaseStatus::kFail) << " failed, " << r.count(CaseStatus::kError)
-     << " errors, " << r.count(CaseStatus::kSkip) << " skipped)\n";
+  os << "RESULT: " << r.result() << " (" << r.count(CaseStatus::kPass) << " passed, "
+     << r.count(CaseStatus::kFail) << " failed, " << r.count(CaseStatus::kError) << " errors, "
+     << r.count(CaseStatus::kSkip) << " skipped, " << r.count(CaseStatus::kNotApplicable)
+     << " not applicable)\n";
   return os.str();
 }
 

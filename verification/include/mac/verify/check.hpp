@@ -43,7 +43,11 @@ struct Tolerances {
   static Tolerances cpu();
 };
 
-enum class CaseStatus : int { kPass = 0, kFail = 1, kSkip = 2, kError = 3 };
+/*! \brief Outcome of a case. kSkip: not run for a reason of the run (time limit, cost or
+ *  context cap), so the certificate is incomplete; kNotApplicable: outside what the
+ *  implementation declares it supports (Implementation::supports), counted apart and never as
+ *  passed. */
+enum class CaseStatus : int { kPass = 0, kFail = 1, kSkip = 2, kError = 3, kNotApplicable = 4 };
 const char* to_string(CaseStatus s);
 
 /*! \brief Per (case, request, query head) metrics, aggregated over the steps. */

@@ -13,11 +13,12 @@ namespace mac::verify {
 
 /*! \brief Run-level attributes of a report. */
 struct ReportMeta {
-  std::string git_commit;  //!< MAC_GIT_COMMIT of the build
-  std::string device;      //!< e.g. "NVIDIA H200 (sm_90)" or "cpu"
-  std::string mode;        //!< "cpu" | "gpu" | "model"
-  std::string impl;        //!< implementation name
-  std::string subset;      //!< "all", "smoke", "case:ID", ...
+  std::string git_commit;       //!< MAC_GIT_COMMIT of the build
+  std::string declared_commit;  //!< MAC_VERIFY_COMMIT as declared by the runner (not verified)
+  std::string device;           //!< e.g. "NVIDIA H200 (sm_90)" or "cpu"
+  std::string mode;             //!< "cpu" | "gpu" | "model"
+  std::string impl;             //!< implementation name
+  std::string subset;           //!< "all", "smoke", "case:ID", ...
   std::string shard = "0/1";
   std::string command;     //!< the command line
   std::string created;     //!< UTC time
@@ -33,6 +34,12 @@ struct Report {
   std::vector<CaseResult> cases;  //!< sorted by case id; heads filled, steps empty
   int count(CaseStatus s) const;
   bool ok() const { return count(CaseStatus::kFail) == 0 && count(CaseStatus::kError) == 0; }
+  /*! \brief The certificate's verdict: "FAIL" if a case failed or erred; else "INCOMPLETE"
+   *  if a case was skipped (time limit, caps) or no case was applicable; else "PASS" (every
+   *  applicable case ran and passed; not-applicable cases never count as passed). */
+  std::string result() const;
+  /*! \brief Exit status of the verdict: PASS 0, FAIL 1, INCOMPLETE 3. */
+  int exit_code() const;
 };
 
 /*! \brief Writes `r` to `path` atomically (temporary name, then rename). */
@@ -42,6 +49,14 @@ Report read_report(const std::string& path);
 /*! \brief Merges shard reports: cases concatenated and sorted by id (InputError on a case
  *  that appears twice or on mixed commits/modes); wall_s is the maximum of the shards. */
 Report merge_reports(const std::vector<Report>& shards);
+
+/*! \brief The human-readable certificate (Markdown) written beside the HDF5 report: the
+ *  verdict, identity (implementation, commits, matrix hash), environment, tolerances, per
+ *  family pass/fail/skip/error/not-applicable counts with the worst errors, and for every
+ *  failing case its message and the command that replays it (`replays`, one per failing case
+ *  in report order). */
+std::string certificate_markdown(const Report& r, const std::vector<std::string>& replays,
+                                 const std::string& environment);
 
 /*! \brief Human-readable summary: a per-family table and the failing cases. */
 std::string summary_table(const Report& r);
