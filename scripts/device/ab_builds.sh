@@ -6,15 +6,15 @@
 # $OUT/ab.csv = variant,set,round + mac-bench's columns. Optionally the cuDNN SDPA baseline
 # on the same shapes ($OUT/sdpa.csv) when SDPA_ARGS is set.
 #
-# Usage: OUT=dir VARIANTS="old@.carry/old new knob:-DMAC_AMEND_L2_PREFETCH=0" \
-#          SETS="auto:--mac 0|c2048:--mac 0 --chunk 2048|ef0:MAC_CUDA_KV_EVICT_FIRST=0 --mac 0" \
+# Usage: OUT=dir VARIANTS="old@.carry/old new O2:-DCMAKE_CUDA_FLAGS=-Xptxas=-O2" \
+#          SETS="auto:--mac 0|c2048:--mac 0 --chunk 2048|ef0:--kv-evict-first 0 --mac 0" \
 #          [COMMON="--hkv 8 4"] [ROUNDS=2] [AB=ab.csv] [SDPA_ARGS="--batch 16 64"] scripts/device/ab_builds.sh
 # A variant is name[@source dir][:cmake flags separated by commas] (the source dir defaults to
 # this tree; another, e.g. an exported earlier commit, gives a before/after A/B); a set is
 # name:[VAR=value ...] mac-bench arguments (the variables are set for that run only), sets
 # separated by '|'.
 # Variants of one binary that differ only in environment switches need no builds:
-#   BIN=build-dev/bin/mac-bench ENV_VARIANTS="off:MAC_CUDA_SPEC=0 on:MAC_CUDA_SPEC=1" SETS=... ab_builds.sh
+#   BIN=build-dev/bin/mac-bench ENV_VARIANTS="off:VAR=0 on:VAR=1" SETS=... ab_builds.sh
 # (an env variant is name[=binary]:[VAR=value[,VAR=value…]], the binary defaulting to BIN, so
 # binaries built beforehand compare too: ENV_VARIANTS="old=build-old/bin/mac-bench: new=build-dev/bin/mac-bench:";
 # the set's own variables come after the variant's). VARIANTS may be given beside them.

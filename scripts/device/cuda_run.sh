@@ -13,7 +13,7 @@ what=${1:-all}
 scripts/device/build_cuda.sh || exit 1
 rm -f "$OUT/configure.log" "$OUT/build.log"
 # Smoke test of the default amend variant before the long runs.
-timeout 60 build-dev/tests/test_cuda --run_test=mac_cuda/head_dims > "$OUT/smoke.log" 2>&1; rc=$?
+timeout 60 build-dev/tests/test_cuda --run_test=mac_cuda/amend/head_dims > "$OUT/smoke.log" 2>&1; rc=$?
 echo "smoke (default amend) rc=$rc"; grep -E "\[(OK|FAIL)\]" "$OUT/smoke.log" | cut -c1-160
 if [[ $rc != 0 ]]; then tail -5 "$OUT/smoke.log"; fi
 rm -f "$OUT/smoke.log"
@@ -21,18 +21,18 @@ if [[ $what == all || $what == tests ]]; then
   (cd build-dev && timeout 300 ctest -L gpu --output-on-failure -V) > "$OUT/tests.log" 2>&1
   echo "ctest rc=$?"; grep -E "\[(OK|FAIL)\]|SKIPPED|tests passed|Failed|error" "$OUT/tests.log" | cut -c1-300 | head -40
   # The other amend variant (bulk copies) through the same suite.
-  MAC_CUDA_AMEND=bulk timeout 200 build-dev/tests/test_cuda --report_level=short > "$OUT/tests_bulk.log" 2>&1
-  echo "test_cuda (MAC_CUDA_AMEND=bulk) rc=$?"; grep -E "\[(OK|FAIL)\]|failure|No errors" "$OUT/tests_bulk.log" | cut -c1-200
+  timeout 200 build-dev/tests/test_cuda --report_level=short -- --amend bulk > "$OUT/tests_bulk.log" 2>&1
+  echo "test_cuda (--amend bulk) rc=$?"; grep -E "\[(OK|FAIL)\]|failure|No errors" "$OUT/tests_bulk.log" | cut -c1-200
   cat "$OUT/tests_bulk.log" >> "$OUT/tests.log"; rm -f "$OUT/tests_bulk.log"
   : > "$OUT/sanitizer.log"
   # memcheck also on the forced discards of the partials' L2 lines (global memory only, so not
   # racecheck's: shared-memory hazards; under it that case outlasts the 240 s limit) and on
   # the two cuts of a step (its shared-memory schedule is the sinks case's).
   for tool in memcheck racecheck; do
-    cases=sinks_gen_min_readiness_side_stream,schedule_kernel_path
-    [[ $tool == memcheck ]] && cases=$cases,partial_states_discarded,eligible_rows_take_their_own_cut
+    cases=mac_cuda/cache_write/sinks_gen_min_readiness_side_stream:mac_cuda/schedule/schedule_kernel_path
+    [[ $tool == memcheck ]] && cases=$cases:mac_cuda/combine/partial_states_discarded:mac_cuda/schedule/eligible_rows_take_their_own_cut
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build-dev/tests/test_cuda \
-      --run_test=mac_cuda/$cases >> "$OUT/sanitizer.log" 2>&1
+      --run_test=$cases >> "$OUT/sanitizer.log" 2>&1
     echo "compute-sanitizer $tool rc=$?"
   done
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|\[OK\]|\[FAIL\]" "$OUT/sanitizer.log" | cut -c1-200

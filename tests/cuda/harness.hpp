@@ -29,6 +29,11 @@ inline void check(const Status& s, const char* what) {
 }
 #define MAC_CHECK(expr) ::mac::cuda::test::check((expr), #expr)
 
+/*! \brief The amend variant every case's engines use unless a case sets its own: the test
+ *  binary's `--amend default|cpasync|bulk` (after Boost.Test's `--`), so one build runs the
+ *  whole suite through either K/V copy path: `test_cuda -- --amend bulk`. */
+AmendVariant suite_amend();
+
 struct CaseSpec {
   int D = 128, G = 4, Hkv = 2, page_size = 16, M = 64, r = 32, F = 0, gen_min = 0, chunk = 0;
   double tau = 0.45;
@@ -42,6 +47,8 @@ struct CaseSpec {
                     //!<  engine of the bit-identity check runs the other mode
   ScheduleMode schedule = ScheduleMode::kAuto;  //!< of the MAC engine; the full-attention
                                                 //!<  engine runs the other one
+  AmendVariant amend = suite_amend();           //!< both engines' K/V copies (the suite's --amend)
+  Tuning tuning;                                //!< both engines' tuning fields
   std::string name() const {
     char b[240];
     std::snprintf(
@@ -155,6 +162,8 @@ class Harness {
     ec.k3_mode = c.k3;
     ec.dependent_launch = c.pdl;
     ec.schedule = c.schedule;
+    ec.amend = c.amend;
+    ec.tuning = c.tuning;
     // The other launch mode and the other schedule, so the ineligible rows' bit-identity also
     // shows that launching the kernels as programmatic dependents, and scheduling the items in
     // the amend kernel instead of a schedule kernel, change no bit.

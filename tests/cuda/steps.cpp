@@ -46,11 +46,24 @@ void check_stats(const Stats& s) {
   BOOST_TEST(s.unready_writes == 0);  // K3 is gated by readiness: no ring write
 }
 
-ScopedEnv::ScopedEnv(const char* n, const char* v) : name(n), had(std::getenv(n) != nullptr) {
-  if (had) old = std::getenv(n);
-  setenv(n, v, 1);
+AmendVariant suite_amend() {
+  static const AmendVariant variant = [] {
+    const auto& suite = boost::unit_test::framework::master_test_suite();
+    for (int i = 1; i < suite.argc; ++i) {
+      const std::string arg = suite.argv[i];
+      if (arg != "--amend") continue;
+      const std::string v = i + 1 < suite.argc ? suite.argv[i + 1] : "";
+      if (v == "default") return AmendVariant::kDefault;
+      if (v == "cpasync") return AmendVariant::kCpAsync;
+      if (v == "bulk") return AmendVariant::kBulk;
+      std::fprintf(stderr, "test_cuda: --amend '%s' (expected default, cpasync or bulk)\n",
+                   v.c_str());
+      std::exit(2);
+    }
+    return AmendVariant::kDefault;
+  }();
+  return variant;
 }
-ScopedEnv::~ScopedEnv() { had ? setenv(name.c_str(), old.c_str(), 1) : unsetenv(name.c_str()); }
 
 Stats run_steps(const CaseSpec& c, bool graph) {
   Harness hx(c);

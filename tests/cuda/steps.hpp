@@ -13,15 +13,6 @@ namespace mac::cuda::test {
  *  attention, every step's item size as the rule says. */
 void check_stats(const Stats& s);
 
-/*! \brief Sets an environment variable for the engines created in its scope (the engines'
- *  experiment and test switches), then restores it. */
-struct ScopedEnv {
-  std::string name, old;
-  bool had;
-  ScopedEnv(const char* n, const char* v);
-  ~ScopedEnv();
-};
-
 /*! \brief Runs the case's prefill and steps, checking each step (Harness::check_step and
  *  the item size); asserts the schedule mode resolved as configured and no device error
  *  flag was raised. */

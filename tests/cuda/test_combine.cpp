@@ -71,17 +71,14 @@ BOOST_AUTO_TEST_CASE(partial_states_discarded) {
     // Discarding steps also store the partials evict_last and stream K/V evict_first
     // (parts_dropped, kv_evict_first_step); `plain` discards with plain stores.
     Stats off, on, plain;
-    {
-      ScopedEnv e("MAC_CUDA_PARTS_DISCARD", "0");
-      off = run_steps(c, graph);
-    }
-    {
-      ScopedEnv e("MAC_CUDA_PARTS_DISCARD", "1");
-      on = run_steps(c, graph);
-    }
+    c.tuning.parts_discard = 0;
+    off = run_steps(c, graph);
+    c.tuning.parts_discard = 1;
+    on = run_steps(c, graph);
     if (variant == 0) {
-      ScopedEnv e("MAC_CUDA_PARTS_DISCARD", "1"), e2("MAC_CUDA_PARTS_EVICT_LAST", "0");
-      plain = run_steps(c, graph);
+      CaseSpec p = c;
+      p.tuning.parts_evict_last = 0;
+      plain = run_steps(p, graph);
       BOOST_TEST(plain.out_hash == off.out_hash);
     }
     report("partials discarded", c, on);
@@ -92,14 +89,15 @@ BOOST_AUTO_TEST_CASE(partial_states_discarded) {
                 static_cast<unsigned long long>(on.out_hash),
                 static_cast<unsigned long long>(off.out_hash));
   }
-  // The switches are read (a value outside auto/0/1 is refused, naming it).
-  for (const char* name : {"MAC_CUDA_PARTS_DISCARD", "MAC_CUDA_PARTS_EVICT_LAST"}) {
-    ScopedEnv bad(name, "2");
+  // The switches are read (a value outside auto/0/1 is refused, naming the field).
+  for (const char* name : {"tuning.parts_discard", "tuning.parts_evict_last"}) {
     std::unique_ptr<Engine> e;
     EngineConfig ec;
     ec.num_q_heads = 8;
     ec.num_kv_heads = 2;
     ec.head_dim = 128;
+    (std::string(name) == "tuning.parts_discard" ? ec.tuning.parts_discard
+                                                 : ec.tuning.parts_evict_last) = 2;
     const Status st = Engine::create(ec, &e);
     BOOST_TEST((st.code == StatusCode::kInvalidArgument), name);
     BOOST_TEST(st.message.find(name) != std::string::npos, name);

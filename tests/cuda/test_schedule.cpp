@@ -40,11 +40,10 @@ BOOST_AUTO_TEST_CASE(eligible_rows_take_their_own_cut) {
   // A MAC step cuts its eligible rows by the eligible rule and its other rows by the exact
   // rule of full attention (work_items.hpp StepCuts): at D = 128 they differ for steps of
   // 3·W to 8·W 2048-key items. With the persistent grid capped at 2 blocks (W = 8 warps; test
-  // switch MAC_CUDA_AMEND_BLOCKS), contexts of 8–13K are such a step: the exact cut takes
+  // field Tuning::amend_blocks), contexts of 8–13K are such a step: the exact cut takes
   // 2048-key items, the eligible one 1024. Row 2 is below gen_min: its groups take the exact
   // cut and stay bit-identical to full attention, whose engine runs under the same cap.
   // Eager and from a captured graph.
-  ScopedEnv grid("MAC_CUDA_AMEND_BLOCKS", "2");
   for (int graph = 0; graph < 2; ++graph) {
     CaseSpec c;
     c.prompt = {10037, 13000, 8000};
@@ -52,6 +51,7 @@ BOOST_AUTO_TEST_CASE(eligible_rows_take_their_own_cut) {
     c.F = 4;
     c.steps = 8;
     c.seed = 950 + graph;
+    c.tuning.amend_blocks = 2;
     const Stats s = run_case("two cuts", c, graph != 0);
     BOOST_TEST(s.bit_checked > 0);
     BOOST_TEST(s.hits > 0);

@@ -51,6 +51,7 @@ struct Options {
   std::string kv_pool = "separate";
   int64_t kv_pad = 0;
   bool k3_compare = true, mac = true, pdl = true, pdl_compare = false;
+  Tuning tuning;  //!< EngineConfig::tuning of every engine (--kv-evict-first ... --amend-blocks)
 };
 
 #if MAC_CUDA_ENABLED
@@ -155,6 +156,21 @@ int main(int argc, char** argv) {
   app.add_option("--pdl-compare", o.pdl_compare,
                  "also time full attention and MAC all-miss/all-hit with the other --pdl setting "
                  "(rows with pdl = 0/1)");
+  // The engine's tuning fields (EngineConfig::tuning, mac_cuda.hpp), for same-call A/Bs of one
+  // binary; Engine::create refuses a value out of range, naming the field.
+  app.add_option("--kv-evict-first", o.tuning.kv_evict_first,
+                 "L2 evict_first on the amend kernel's K/V copies: -1 auto, 0 never, 1 always");
+  app.add_option("--parts-discard", o.tuning.parts_discard,
+                 "the combine drops the partials' L2 lines: -1 auto, 0 never, 1 always");
+  app.add_option("--parts-evict-last", o.tuning.parts_evict_last,
+                 "partial states stored evict_last: -1 auto, 0 never, 1 always");
+  app.add_option(
+      "--pdl-edges", o.tuning.pdl_edges,
+      "kernel boundaries launched as programmatic dependents, a mask 0..15 (-1: from --pdl)");
+  app.add_option("--amend-blocks-per-sm", o.tuning.amend_blocks_per_sm,
+                 "cap of the persistent amend grid in blocks per SM (0: none)");
+  app.add_option("--amend-blocks", o.tuning.amend_blocks,
+                 "cap of the persistent amend grid in blocks (0: none)");
   CLI11_PARSE(app, argc, argv);
   if (o.kv_pad % 16 != 0) {
     std::fprintf(stderr, "mac-bench: --kv-pad = %lld must be a multiple of 16\n",
@@ -295,6 +311,7 @@ int main(int argc, char** argv) {
                                         : AmendVariant::kDefault;
         ec.dependent_launch = o.pdl;
         ec.schedule = o.schedule == "kernel" ? ScheduleMode::kKernel : ScheduleMode::kAuto;
+        ec.tuning = o.tuning;
         std::unique_ptr<Engine> eng,
             eng_other;  // eng_other: the other --pdl setting (--pdl-compare)
         CHECK(Engine::create(ec, &eng));

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <sstream>
+#include <vector>
 
 namespace mac::verify {
 namespace {
@@ -21,76 +23,59 @@ constexpr int64_t kVersion = io::schema::verify::kVersion;
 // datasets, variable-length string datasets.
 constexpr h5::Str kStringDatasets = h5::Str::kVariable;
 
-// Field tables: one place lists what the report holds per case and per head.
-struct I64Field {
+// Field tables: one place lists what the report holds per case and per head. A case's
+// counters and error maxima are its heads' summed or maximised, under the same names.
+template <typename Row, typename V>
+struct Field {
   const char* name;
-  int64_t CaseResult::*p;
+  V Row::*p;
 };
-struct F64Field {
-  const char* name;
-  double CaseResult::*p;
-};
-const std::vector<I64Field>& case_i64() {
-  static const std::vector<I64Field> f = {{"head_steps", &CaseResult::head_steps},
-                                          {"eligible", &CaseResult::eligible},
-                                          {"hits", &CaseResult::hits},
-                                          {"expected_hits", &CaseResult::expected_hits},
-                                          {"decision_mismatch", &CaseResult::decision_mismatch},
-                                          {"keys_read", &CaseResult::keys_read},
-                                          {"keys_expected", &CaseResult::keys_expected},
-                                          {"keys_full", &CaseResult::keys_full},
-                                          {"keys_mismatch", &CaseResult::keys_mismatch},
-                                          {"entries_checked", &CaseResult::entries_checked},
-                                          {"entry_mismatch", &CaseResult::entry_mismatch},
-                                          {"bit_checked", &CaseResult::bit_checked},
-                                          {"bit_mismatch", &CaseResult::bit_mismatch}};
+template <typename Row>
+std::vector<Field<Row, int64_t>> counters() {
+  return {{"eligible", &Row::eligible},
+          {"hits", &Row::hits},
+          {"expected_hits", &Row::expected_hits},
+          {"decision_mismatch", &Row::decision_mismatch},
+          {"keys_read", &Row::keys_read},
+          {"keys_expected", &Row::keys_expected},
+          {"keys_full", &Row::keys_full},
+          {"keys_mismatch", &Row::keys_mismatch},
+          {"entries_checked", &Row::entries_checked},
+          {"entry_mismatch", &Row::entry_mismatch},
+          {"bit_checked", &Row::bit_checked},
+          {"bit_mismatch", &Row::bit_mismatch}};
+}
+template <typename Row>
+std::vector<Field<Row, double>> error_maxima() {
+  return {{"rel_l2_max", &Row::rel_l2_max},
+          {"max_abs_err", &Row::max_abs_err},
+          {"lse_err_max", &Row::lse_err_max},
+          {"entry_rel_l2_max", &Row::entry_rel_l2_max},
+          {"entry_lse_err_max", &Row::entry_lse_err_max},
+          {"mac_vs_full_rel_l2_max", &Row::mac_vs_full_rel_l2_max}};
+}
+template <typename Row, typename V>
+std::vector<Field<Row, V>> with(std::vector<Field<Row, V>> fields,
+                                std::initializer_list<Field<Row, V>> more) {
+  fields.insert(fields.begin(), more);
+  return fields;
+}
+const std::vector<Field<CaseResult, int64_t>>& case_i64() {
+  static const auto f = with(counters<CaseResult>(), {{"head_steps", &CaseResult::head_steps}});
   return f;
 }
-const std::vector<F64Field>& case_f64() {
-  static const std::vector<F64Field> f = {
-      {"wall_s", &CaseResult::wall_s},
-      {"rel_l2_max", &CaseResult::rel_l2_max},
-      {"max_abs_err", &CaseResult::max_abs_err},
-      {"lse_err_max", &CaseResult::lse_err_max},
-      {"entry_rel_l2_max", &CaseResult::entry_rel_l2_max},
-      {"entry_lse_err_max", &CaseResult::entry_lse_err_max},
-      {"mac_vs_full_rel_l2_max", &CaseResult::mac_vs_full_rel_l2_max}};
+const std::vector<Field<CaseResult, double>>& case_f64() {
+  static const auto f = with(error_maxima<CaseResult>(), {{"wall_s", &CaseResult::wall_s}});
   return f;
 }
-struct HI64 {
-  const char* name;
-  int64_t HeadMetrics::*p;
-};
-struct HF64 {
-  const char* name;
-  double HeadMetrics::*p;
-};
-const std::vector<HI64>& head_i64() {
-  static const std::vector<HI64> f = {{"steps", &HeadMetrics::steps},
-                                      {"eligible", &HeadMetrics::eligible},
-                                      {"planted", &HeadMetrics::planted},
-                                      {"hits", &HeadMetrics::hits},
-                                      {"expected_hits", &HeadMetrics::expected_hits},
-                                      {"decision_mismatch", &HeadMetrics::decision_mismatch},
-                                      {"keys_read", &HeadMetrics::keys_read},
-                                      {"keys_expected", &HeadMetrics::keys_expected},
-                                      {"keys_full", &HeadMetrics::keys_full},
-                                      {"keys_mismatch", &HeadMetrics::keys_mismatch},
-                                      {"entries_checked", &HeadMetrics::entries_checked},
-                                      {"entry_mismatch", &HeadMetrics::entry_mismatch},
-                                      {"bit_checked", &HeadMetrics::bit_checked},
-                                      {"bit_mismatch", &HeadMetrics::bit_mismatch}};
+const std::vector<Field<HeadMetrics, int64_t>>& head_i64() {
+  static const auto f = with(counters<HeadMetrics>(),
+                             {{"steps", &HeadMetrics::steps}, {"planted", &HeadMetrics::planted}});
   return f;
 }
-const std::vector<HF64>& head_f64() {
-  static const std::vector<HF64> f = {
-      {"rel_l2_max", &HeadMetrics::rel_l2_max},
-      {"max_abs_err", &HeadMetrics::max_abs_err},
-      {"lse_err_max", &HeadMetrics::lse_err_max},
-      {"entry_rel_l2_max", &HeadMetrics::entry_rel_l2_max},
-      {"entry_lse_err_max", &HeadMetrics::entry_lse_err_max},
-      {"mac_vs_full_rel_l2_max", &HeadMetrics::mac_vs_full_rel_l2_max},
-      {"min_abs_margin", &HeadMetrics::min_abs_margin}};
+const std::vector<Field<HeadMetrics, double>>& head_f64() {
+  static const auto f =
+      with(error_maxima<HeadMetrics>(), {{"min_abs_margin", &HeadMetrics::min_abs_margin}});
   return f;
 }
 
