@@ -20,6 +20,7 @@ stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
   ninja -C build-old mac-verify mac-bench > /tmp/old_build.log 2>&1) &
 old_build=$!
 scripts/device/build_cuda.sh || exit 1
+rm -f "$OUT/configure.log" "$OUT/build.log"
 wait $old_build || { stamp "baseline build failed"; tail -30 /tmp/old_build.log; exit 1; }
 stamp "both built"
 certify() {  # certify BINARY NAME: the certification as verification/certify_gpu.sh runs it
@@ -47,7 +48,7 @@ stamp "report_diff rc=$?"; head -20 "$OUT/cert_diff.txt"
 : > "$OUT/sanitizer.log"
 for tool in memcheck racecheck; do
   timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 build-dev/tests/test_cuda \
-    --run_test=mac_cuda/combine/small_items_two_level_combine:mac_cuda/cache_write/sinks_gen_min_readiness_side_stream:mac_cuda/schedule/all_hit_steps >> "$OUT/sanitizer.log" 2>&1
+    --run_test=combine/small_items_two_level_combine:cache_write/sinks_gen_min_readiness_side_stream:schedule/all_hit_steps >> "$OUT/sanitizer.log" 2>&1
   stamp "compute-sanitizer $tool rc=$?"
 done
 grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Test setup error|No errors|failure" "$OUT/sanitizer.log" | head

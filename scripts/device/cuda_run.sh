@@ -13,7 +13,7 @@ what=${1:-all}
 scripts/device/build_cuda.sh || exit 1
 rm -f "$OUT/configure.log" "$OUT/build.log"
 # Smoke test of the default amend variant before the long runs.
-timeout 60 build-dev/tests/test_cuda --run_test=mac_cuda/amend/head_dims > "$OUT/smoke.log" 2>&1; rc=$?
+timeout 60 build-dev/tests/test_cuda --run_test=amend/head_dims > "$OUT/smoke.log" 2>&1; rc=$?
 echo "smoke (default amend) rc=$rc"; grep -E "\[(OK|FAIL)\]" "$OUT/smoke.log" | cut -c1-160
 if [[ $rc != 0 ]]; then tail -5 "$OUT/smoke.log"; fi
 rm -f "$OUT/smoke.log"
@@ -29,8 +29,8 @@ if [[ $what == all || $what == tests ]]; then
   # racecheck's: shared-memory hazards; under it that case outlasts the 240 s limit) and on
   # the two cuts of a step (its shared-memory schedule is the sinks case's).
   for tool in memcheck racecheck; do
-    cases=mac_cuda/cache_write/sinks_gen_min_readiness_side_stream:mac_cuda/schedule/schedule_kernel_path
-    [[ $tool == memcheck ]] && cases=$cases:mac_cuda/combine/partial_states_discarded:mac_cuda/schedule/eligible_rows_take_their_own_cut
+    cases=cache_write/sinks_gen_min_readiness_side_stream:schedule/schedule_kernel_path
+    [[ $tool == memcheck ]] && cases=$cases:combine/partial_states_discarded:schedule/eligible_rows_take_their_own_cut
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build-dev/tests/test_cuda \
       --run_test=$cases >> "$OUT/sanitizer.log" 2>&1
     echo "compute-sanitizer $tool rc=$?"
