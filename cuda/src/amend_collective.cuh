@@ -49,7 +49,7 @@ __device__ __forceinline__ void load_q(const KParams& p, const ItemDesc& it, con
     const int h = it.hk * p.G + g;
     if (g < p.G && it.row >= 0) {
       const uint32_t* q = reinterpret_cast<const uint32_t*>(p.q_post + it.row * p.q_row_stride +
-                                                            static_cast<int64_t>(h) * D);
+                                                            h * p.q_head_stride);
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
         qf[kk][rr] = __ldg(q + kk * 8 + q4);
