@@ -12,13 +12,15 @@
 // through a per-warp cp.async ring of kStages shared-memory stages (16-byte copies, XOR
 // swizzled rows so ldmatrix is conflict-free); S = Q·Kᵀ and O += P·V run on mma.sync
 // m16n8k16 (bf16 in, fp32 accumulate) with the G query heads as the 16 MMA rows (rows ≥ G
-// are zero and discarded). Online softmax in base 2. Each item ends with a normalised
+// are zero and discarded). Online softmax in base 2; the query load, the item descriptions
+// and the partial-state write are in amend_collective.cuh. Each item ends with a normalised
 // partial state (o fp32 [G, D], LSE base 2) that the combine kernel merges in item order.
 //
 // Per query head the keys of an item are clipped to the head's own range (band items start
 // at the head's band_begin), so the hit heads of a mixed group attend only their band.
 #include <type_traits>
 
+#include "amend_collective.cuh"
 #include "amend_config.cuh"
 #include "launch.hpp"
 #include "ptx.cuh"
@@ -29,12 +31,6 @@ namespace mac::cuda::detail {
 /*! \brief Items a warp takes statically after its first (gw + W, gw + 2W, gw + 3W: the
  *  loader's warm-up), before it claims dynamically. */
 constexpr int kStaticClaims = 3;
-
-/*! \brief Which (row, KV head, key range) global item `item` is (row < 0: none left);
- *  ptrow: the row's page-table row (row_pt[row] in prefill mode, else row). */
-struct ItemDesc {
-  int item, row, ptrow, hk, a, b, cat, ntiles;
-};
 
 template <int D, bool kBulk>
 __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBulk>::kMinBlocks)
@@ -100,23 +96,11 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
   auto claim = [&]() {  // lane 0's value
     return lane == 0 ? (kStaticClaims + 1) * W + atomicAdd(p.work + kWorkClaims, 1) : 0;
   };
-  struct Claimed {  // a claimed item (the claim id is the item id) whose group is loading
-    int item, gi;   // gi = −1 past the last item
-  };
   auto group_of = [&](int c) {
     int gi = -1;
     if (c < total)
       gi = p.self_schedule ? item_group_search(tab.off, ng, c) : __ldg(p.item_group + c);
     return Claimed{c, gi};
-  };
-  // An item whose group description (and page-table row) is in flight. Bit kEligBit of
-  // ptrow_el says whether its row is eligible (its items are cut at cuts.elig, else at
-  // cuts.exact): no register of its own through the pipeline, where the D = 256 kernel has
-  // none to spare (page-table rows are far below 2^30).
-  constexpr int kEligBit = 1 << 30;
-  struct Pending {
-    int c, gi, off, ptrow_el;
-    GroupDesc g;
   };
   auto fetch = [&](Claimed ig) {
     Pending n;
@@ -270,36 +254,9 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
 
   // ---- consumer ----
   const int g0 = lane >> 2, q4 = lane & 3;
-  // Q fragments (A operand, 16 rows = query heads of the group, zero beyond G) and each
-  // row's first key (a hit head's band starts at its own E(p)). For D ≤ 128 the next item's
-  // are loaded a few tiles before it starts (registers allow), so no item begins with a stall.
+  // Q fragments (load_q). For D ≤ 128 the next item's are loaded a few tiles before it
+  // starts (registers allow), so no item begins with a stall.
   constexpr bool kPrefetchQ = D <= 128;
-  auto load_q = [&](const ItemDesc& it, uint32_t(&qf)[KS][4], int(&start)[2]) {
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int g = g0 + 8 * rr;
-      const int h = it.hk * p.G + g;
-      if (g < p.G && it.row >= 0) {
-        const uint32_t* q = reinterpret_cast<const uint32_t*>(p.q_post + it.row * p.q_row_stride +
-                                                              static_cast<int64_t>(h) * D);
-#pragma unroll
-        for (int kk = 0; kk < KS; ++kk) {
-          qf[kk][rr] = __ldg(q + kk * 8 + q4);
-          qf[kk][rr + 2] = __ldg(q + kk * 8 + 4 + q4);
-        }
-        int s0 = it.a;
-        if (it.cat == kCatBand && p.mode == kModeMac) {
-          const int bs = p.plans[it.row * p.Hq + h].band_begin;
-          s0 = bs > s0 ? bs : s0;
-        }
-        start[rr] = s0;
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < KS; ++kk) qf[kk][rr] = qf[kk][rr + 2] = 0u;
-        start[rr] = it.b;  // fully masked
-      }
-    }
-  };
   uint32_t qn[kPrefetchQ ? KS : 1][4];
   int start_n[2] = {0, 0};
   for (int cs_seq = 0;; ++cs_seq) {
@@ -311,7 +268,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     int start[2];
     if constexpr (kPrefetchQ) {
       if (cs_seq == 0) {
-        load_q(it, qf, start);
+        load_q<D>(p, it, g0, q4, qf, start);
       } else {
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk)
@@ -321,7 +278,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         start[1] = start_n[1];
       }
     } else {
-      load_q(it, qf, start);
+      load_q<D>(p, it, g0, q4, qf, start);
     }
     // The loader has started the next item once this item's tile t_pf is issued for.
     const int t_pf = it.ntiles - (S - 1) > 0 ? it.ntiles - (S - 1) : 0;
@@ -338,7 +295,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         if (t == t_pf) {
           __syncwarp();
           const ItemDesc nx = started[warp][(cs_seq + 1) % S];
-          if (nx.row >= 0) load_q(nx, qn, start_n);
+          if (nx.row >= 0) load_q<D>(p, nx, g0, q4, qn, start_n);
         }
       }
       if constexpr (kBulk) {
@@ -430,35 +387,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
       __syncwarp();
     }
 
-    // Finalise the item: normalised partial state per query head, base-2 LSE.
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      float l = lrow[rr];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int g = g0 + 8 * rr;
-      if (g < p.G) {
-        const bool empty = !(l > 0.f);
-        const float inv = empty ? 0.f : 1.f / l;
-        const int64_t base = (static_cast<int64_t>(cs_item) * p.G + g);
-        float* po = p.part_o + base * D;
-        const float lse2 = empty ? -INFINITY : mrow[rr] + log2f(l);
-        if (parts_last) {  // uniform: two copies of the stores
-          const uint64_t pol = parts_evict_last_policy();
-#pragma unroll
-          for (int n = 0; n < NT; ++n)
-            st_cache_hint(reinterpret_cast<float2*>(po + n * 8 + q4 * 2),
-                          make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv), pol);
-          if (q4 == 0) st_cache_hint(p.part_lse2 + base, lse2, pol);
-        } else {
-#pragma unroll
-          for (int n = 0; n < NT; ++n)
-            *reinterpret_cast<float2*>(po + n * 8 + q4 * 2) =
-                make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv);
-          if (q4 == 0) p.part_lse2[base] = lse2;
-        }
-      }
-    }
+    write_partial<D>(p, cs_item, g0, q4, parts_last, o, mrow, lrow);
   }
   if constexpr (!kBulk) cp_async_wait<0>();
 }

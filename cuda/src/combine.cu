@@ -63,6 +63,10 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
   // below: as plain loads, they went out in three or four dependent rounds.
   const int gi = row * p.Hkv + hk;
   const int64_t oh = static_cast<int64_t>(row) * p.Hq + h;
+  // Where this head's output and LSE go (the caller's strides). The LSE offset is computed
+  // where stored: held through the merges, it made the D = 128 all-only kernel spill.
+  const int64_t out_at = row * p.out_row_stride + h * p.out_head_stride;
+  auto lse_at = [&] { return row * p.lse_row_stride + h * p.lse_head_stride; };
   const RowInfo ri = ld_now(p.rows + row);
   const StepCuts cuts = load_cuts<true>(p);
   const GroupDesc g = ld_now(p.groups + gi);
@@ -81,8 +85,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
         for (int i = 0; i < V / 2; ++i) snap_w[i] = ld_now(src + i);
       }
       if (p.mode != kModeFull) {  // q_pre is given in MAC and prefill steps
-        const uint32_t* src = reinterpret_cast<const uint32_t*>(
-            p.q_pre + row * p.q_row_stride + static_cast<int64_t>(h) * D + lane * V);
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(p.q_pre + row * p.q_row_stride +
+                                                                h * p.q_head_stride + lane * V);
 #pragma unroll
         for (int i = 0; i < V / 2; ++i) q_w[i] = ld_now(src + i);
       }
@@ -93,9 +97,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
     if (want_out && warp == 0) {
       const float nan = __int_as_float(0x7fc00000);
 #pragma unroll
-      for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(nan);
+      for (int i = 0; i < V; ++i) p.out[out_at + lane * V + i] = float_to_bf16_bits(nan);
       if (lane == 0) {
-        if (p.lse) p.lse[oh] = nan;
+        if (p.lse) p.lse[lse_at()] = nan;
         if (p.diag_hit) p.diag_hit[oh] = 0;
         if (p.diag_match_pos) p.diag_match_pos[oh] = -1;
         if (p.diag_d2) p.diag_d2[oh] = nan;
@@ -258,8 +262,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
   }
   if constexpr (kAllOnly) {
 #pragma unroll
-    for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(all_o[i]);
-    if (lane == 0 && p.lse) p.lse[oh] = lse_from_log2(all_l2);
+    for (int i = 0; i < V; ++i) p.out[out_at + lane * V + i] = float_to_bf16_bits(all_o[i]);
+    if (lane == 0 && p.lse) p.lse[lse_at()] = lse_from_log2(all_l2);
   } else {
     // entry(m) = prefix ⊕ band over [Fe(E(m)), E(m)).
     float eo[V];
@@ -301,9 +305,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
       merge_states<V>(ol, oo, tail_l2, tail_o);  // ⊕ tail
     }
 #pragma unroll
-    for (int i = 0; i < V; ++i) p.out[oh * D + lane * V + i] = float_to_bf16_bits(oo[i]);
+    for (int i = 0; i < V; ++i) p.out[out_at + lane * V + i] = float_to_bf16_bits(oo[i]);
     if (lane == 0) {
-      if (p.lse) p.lse[oh] = lse_from_log2(ol);
+      if (p.lse) p.lse[lse_at()] = lse_from_log2(ol);
       if (p.diag_hit) p.diag_hit[oh] = static_cast<int8_t>(plan.hit);
       if (p.diag_match_pos) p.diag_match_pos[oh] = plan.match_pos;
       if (p.diag_d2) p.diag_d2[oh] = plan.d2;

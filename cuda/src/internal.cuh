@@ -84,10 +84,10 @@ struct RowInfo {
 struct KParams {
   int N, Hq, Hkv, G, D;
   int mode;
-  // queries: row i's head h at q + i*q_row_stride + h*D
+  // queries: row i's head h at q + i*q_row_stride + h*q_head_stride (elements)
   const uint16_t* q_post;
   const uint16_t* q_pre;
-  int64_t q_row_stride;
+  int64_t q_row_stride, q_head_stride;
   // paged KV
   const uint16_t* k_cache;
   const uint16_t* v_cache;
@@ -112,9 +112,10 @@ struct KParams {
   const int32_t* ready;
   const int32_t* epoch_a;
   const int32_t* epoch_b;
-  // outputs
+  // outputs: row i's head h at out + i*out_row_stride + h*out_head_stride, and likewise lse
   uint16_t* out;
   float* lse;
+  int64_t out_row_stride, out_head_stride, lse_row_stride, lse_head_stride;
   int8_t* diag_hit;
   int64_t* diag_match_pos;
   float* diag_d2;

@@ -68,7 +68,7 @@ __device__ void match_share(const KParams& p, int h, int row, int z, int splits)
   float q[8];
   {
     const uint4 v = *reinterpret_cast<const uint4*>(p.q_pre + row * p.q_row_stride +
-                                                    static_cast<int64_t>(h) * D + 8 * l);
+                                                    h * p.q_head_stride + 8 * l);
     const uint16_t* b = reinterpret_cast<const uint16_t*>(&v);
 #pragma unroll
     for (int i = 0; i < 8; ++i) q[i] = bf16_bits_to_float(b[i]);

@@ -2,8 +2,10 @@
 // parameter block (KParams) filled from them: the one place API fields become kernel fields.
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "engine_impl.hpp"
+#include "strides.hpp"
 
 namespace mac::cuda {
 
@@ -34,9 +36,13 @@ Status Engine::validate(const DecodeParams& p, StepKind kind) const {
   if (ts % 8 || hs % 8 || ps % 8)
     return invalid(cat("KV strides (page ", ps, ", token ", ts, ", head ", hs,
                        ") must be multiples of 8 elements (16 B)"));
-  const int64_t qs = p.q_row_stride ? p.q_row_stride : int64_t{c.num_q_heads} * D;
-  if (qs % 8 || qs < int64_t{c.num_q_heads} * D)
-    return invalid(cat("q_row_stride = ", qs, " must be a multiple of 8 and ≥ Hq·D"));
+  const int Hq = c.num_q_heads;
+  for (const std::string& e :
+       {detail::check_strides("q", p.q_row_stride, p.q_head_stride, p.batch, Hq, D, 8, true),
+        detail::check_strides("out", p.out_row_stride, p.out_head_stride, p.batch, Hq, D, 1, true),
+        detail::check_strides("lse", p.lse_row_stride, p.lse_head_stride, p.batch, Hq, 1, 1,
+                              p.lse != nullptr)})
+    if (!e.empty()) return invalid(e);
   if (!(std::isfinite(p.softmax_scale) && p.softmax_scale > 0))
     return invalid(cat("softmax_scale = ", p.softmax_scale, " must be finite and > 0"));
   if (p.tail < 0) return invalid(cat("tail (r) = ", p.tail, " must be ≥ 0"));
@@ -67,7 +73,9 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.mode = mode;
   k.q_post = p.q_post;
   k.q_pre = p.q_pre;
-  k.q_row_stride = p.q_row_stride ? p.q_row_stride : int64_t{k.Hq} * D;
+  const detail::HeadStrides qs = detail::resolve_strides(p.q_row_stride, p.q_head_stride, k.Hq, D);
+  k.q_row_stride = qs.row;
+  k.q_head_stride = qs.head;
   k.k_cache = p.k_cache;
   k.v_cache = p.v_cache;
   k.token_stride = p.kv_token_stride ? p.kv_token_stride : int64_t{k.Hkv} * D;
@@ -97,6 +105,14 @@ KParams Engine::Impl::base(const DecodeParams& p, int mode) const {
   k.epoch_b = p.epoch_b;
   k.out = p.out;
   k.lse = p.lse;
+  const detail::HeadStrides os =
+      detail::resolve_strides(p.out_row_stride, p.out_head_stride, k.Hq, D);
+  const detail::HeadStrides ls =
+      detail::resolve_strides(p.lse_row_stride, p.lse_head_stride, k.Hq, 1);
+  k.out_row_stride = os.row;
+  k.out_head_stride = os.head;
+  k.lse_row_stride = ls.row;
+  k.lse_head_stride = ls.head;
   k.diag_hit = p.diag_hit;
   k.diag_match_pos = p.diag_match_pos;
   k.diag_d2 = p.diag_d2;

@@ -65,6 +65,7 @@ Status Engine::prefill_entries(const PrefillParams& pp, void* stream) {
     q.q_post = pp.q_post + r0 * rs;
     q.q_pre = pp.q_pre + r0 * rs;
     q.q_row_stride = rs;
+    q.q_head_stride = c.head_dim;
     q.kv_len = impl_->pf_len;
     q.slot = impl_->pf_slot;
     q.out = nullptr;

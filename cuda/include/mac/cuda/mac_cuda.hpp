@@ -131,8 +131,11 @@ struct DecodeParams {
   const uint16_t* q_post = nullptr;  //!< [N, Hq, D] bf16, post-RoPE query of position m
   const uint16_t* q_pre = nullptr;   //!< [N, Hq, D] bf16, pre-RoPE query (MAC only; used by K1
                                      //!<  and copied into the ring)
-  int64_t q_row_stride = 0;          //!< elements between rows of q_post/q_pre (0 → Hq·D);
-                                     //!<  head stride is always D
+  int64_t q_row_stride = 0;          //!< elements between rows of q_post/q_pre (0 → Hq·stride
+                                     //!<  of a head)
+  int64_t q_head_stride = 0;         //!< elements between heads of q_post/q_pre (0 → D). q
+                                     //!<  strides: multiples of 8 (16-byte loads), heads and
+                                     //!<  rows nested without overlap
 
   // --- paged KV cache (post-RoPE keys, values); separate K and V pools ----------------
   const uint16_t* k_cache = nullptr;    //!< [num_pages, page_size, Hkv, D] bf16
@@ -175,8 +178,13 @@ struct DecodeParams {
   const int32_t* epoch_b = nullptr;  //!< [R] int32 }  epoch_a == epoch_b
 
   // --- outputs ------------------------------------------------------------------------
-  uint16_t* out = nullptr;  //!< [N, Hq, D] bf16, normalised attention output
-  float* lse = nullptr;     //!< [N, Hq] fp32, natural-log LSE of the output (may be nullptr)
+  uint16_t* out = nullptr;      //!< [N, Hq, D] bf16, normalised attention output
+  int64_t out_row_stride = 0;   //!< elements between rows of out (0 → Hq·out_head_stride)
+  int64_t out_head_stride = 0;  //!< elements between heads of out (0 → D)
+  float* lse = nullptr;         //!< [N, Hq] fp32, natural-log LSE of the output (may be nullptr)
+  int64_t lse_row_stride = 0;   //!< elements between rows of lse (0 → Hq·lse_head_stride)
+  int64_t lse_head_stride = 0;  //!< elements between heads of lse (0 → 1). Output strides:
+                                //!<  ≥ 0, heads and rows nested without overlap
 
   // --- optional diagnostics, [N, Hq] each; nullptr to skip ----------------------------
   int8_t* diag_hit = nullptr;         //!< 1 on a hit, 0 on a miss
