@@ -336,25 +336,17 @@ cudaError_t launch_combine(const KParams& p, bool k3_only, bool pdl, cudaStream_
   const int k3 = k3_only ? 1 : 0;
   if (p.mode == kModeFull && !k3_only) {  // only the in-order merge: the lean instantiation
     switch (p.D) {
-      case 64:
-        return launch_combine_d<64, true>(p, k3, pdl, s);
-      case 128:
-        return launch_combine_d<128, true>(p, k3, pdl, s);
-      case 256:
-        return launch_combine_d<256, true>(p, k3, pdl, s);
-      default:
-        return cudaErrorInvalidValue;
+      case 64: return launch_combine_d<64, true>(p, k3, pdl, s);
+      case 128: return launch_combine_d<128, true>(p, k3, pdl, s);
+      case 256: return launch_combine_d<256, true>(p, k3, pdl, s);
+      default: return cudaErrorInvalidValue;
     }
   }
   switch (p.D) {
-    case 64:
-      return launch_combine_d<64, false>(p, k3, pdl, s);
-    case 128:
-      return launch_combine_d<128, false>(p, k3, pdl, s);
-    case 256:
-      return launch_combine_d<256, false>(p, k3, pdl, s);
-    default:
-      return cudaErrorInvalidValue;
+    case 64: return launch_combine_d<64, false>(p, k3, pdl, s);
+    case 128: return launch_combine_d<128, false>(p, k3, pdl, s);
+    case 256: return launch_combine_d<256, false>(p, k3, pdl, s);
+    default: return cudaErrorInvalidValue;
   }
 }
 

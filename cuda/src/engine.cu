@@ -34,14 +34,10 @@ size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 /*! \brief The amend kernel's persistent grid for head dim D, 0 for an unsupported D. */
 int amend_grid(int D, int device, bool bulk, int table_bytes) {
   switch (D) {
-    case 64:
-      return detail::amend_grid_d64(device, bulk, table_bytes);
-    case 128:
-      return detail::amend_grid_d128(device, bulk, table_bytes);
-    case 256:
-      return detail::amend_grid_d256(device, bulk, table_bytes);
-    default:
-      return 0;
+    case 64: return detail::amend_grid_d64(device, bulk, table_bytes);
+    case 128: return detail::amend_grid_d128(device, bulk, table_bytes);
+    case 256: return detail::amend_grid_d256(device, bulk, table_bytes);
+    default: return 0;
   }
 }
 

@@ -218,14 +218,10 @@ cudaError_t prepare_match_d() {
 
 cudaError_t prepare_match(int D) {
   switch (D) {
-    case 64:
-      return prepare_match_d<64>();
-    case 128:
-      return prepare_match_d<128>();
-    case 256:
-      return prepare_match_d<256>();
-    default:
-      return cudaErrorInvalidValue;
+    case 64: return prepare_match_d<64>();
+    case 128: return prepare_match_d<128>();
+    case 256: return prepare_match_d<256>();
+    default: return cudaErrorInvalidValue;
   }
 }
 
@@ -233,14 +229,10 @@ cudaError_t launch_match(const KParams& p, cudaStream_t s) {
   const dim3 grid(p.Hq, p.N, p.k1_splits);
   const unsigned cluster = static_cast<unsigned>(p.k1_splits);  // ≤ kMaxK1Splits
   switch (p.D) {
-    case 64:
-      return launch_clustered(match_kernel<64>, grid, 256, 0, s, cluster, p);
-    case 128:
-      return launch_clustered(match_kernel<128>, grid, 256, 0, s, cluster, p);
-    case 256:
-      return launch_clustered(match_kernel<256>, grid, 256, 0, s, cluster, p);
-    default:
-      return cudaErrorInvalidValue;
+    case 64: return launch_clustered(match_kernel<64>, grid, 256, 0, s, cluster, p);
+    case 128: return launch_clustered(match_kernel<128>, grid, 256, 0, s, cluster, p);
+    case 256: return launch_clustered(match_kernel<256>, grid, 256, 0, s, cluster, p);
+    default: return cudaErrorInvalidValue;
   }
 }
 

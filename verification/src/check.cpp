@@ -20,16 +20,11 @@ double Tolerances::conditioning(const CaseSpec& spec) const {
 
 const char* to_string(CaseStatus s) {
   switch (s) {
-    case CaseStatus::kPass:
-      return "pass";
-    case CaseStatus::kFail:
-      return "FAIL";
-    case CaseStatus::kSkip:
-      return "skip";
-    case CaseStatus::kError:
-      return "ERROR";
-    case CaseStatus::kNotApplicable:
-      return "n/a";
+    case CaseStatus::kPass: return "pass";
+    case CaseStatus::kFail: return "FAIL";
+    case CaseStatus::kSkip: return "skip";
+    case CaseStatus::kError: return "ERROR";
+    case CaseStatus::kNotApplicable: return "n/a";
   }
   return "?";
 }

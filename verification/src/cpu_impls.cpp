@@ -207,26 +207,16 @@ std::unique_ptr<Implementation> make_model_impl(Fault f) { return std::make_uniq
 
 const char* to_string(Fault f) {
   switch (f) {
-    case Fault::kNone:
-      return "none";
-    case Fault::kTieNewer:
-      return "tie-newer";
-    case Fault::kBandLate:
-      return "band-late";
-    case Fault::kThresholdInclusive:
-      return "threshold-inclusive";
-    case Fault::kWriteBeforeRead:
-      return "write-before-read";
-    case Fault::kNoReadyGate:
-      return "no-ready-gate";
-    case Fault::kSecondBest:
-      return "second-best";
-    case Fault::kTailShort:
-      return "tail-short";
-    case Fault::kDowndateEntry:
-      return "downdate-entry";
-    case Fault::kGenMinOffByOne:
-      return "gen-min-off-by-one";
+    case Fault::kNone: return "none";
+    case Fault::kTieNewer: return "tie-newer";
+    case Fault::kBandLate: return "band-late";
+    case Fault::kThresholdInclusive: return "threshold-inclusive";
+    case Fault::kWriteBeforeRead: return "write-before-read";
+    case Fault::kNoReadyGate: return "no-ready-gate";
+    case Fault::kSecondBest: return "second-best";
+    case Fault::kTailShort: return "tail-short";
+    case Fault::kDowndateEntry: return "downdate-entry";
+    case Fault::kGenMinOffByOne: return "gen-min-off-by-one";
   }
   return "?";
 }

@@ -91,29 +91,14 @@ hsize_t product(const std::vector<hsize_t>& dims) {
 void Handle::reset() {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE:
-      H5Fclose(id_);
-      break;
-    case H5I_GROUP:
-      H5Gclose(id_);
-      break;
-    case H5I_DATASET:
-      H5Dclose(id_);
-      break;
-    case H5I_DATASPACE:
-      H5Sclose(id_);
-      break;
-    case H5I_DATATYPE:
-      H5Tclose(id_);
-      break;
-    case H5I_ATTR:
-      H5Aclose(id_);
-      break;
-    case H5I_GENPROP_LST:
-      H5Pclose(id_);
-      break;
-    default:
-      break;
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: break;
   }
   id_ = H5I_INVALID_HID;
 }
