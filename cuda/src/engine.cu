@@ -16,12 +16,6 @@
 
 namespace mac::cuda {
 
-using detail::as_stream;
-using detail::cat;
-using detail::cuda_status;
-using detail::invalid;
-using detail::KParams;
-
 namespace {
 
 /*! \brief A tuning field in [lo, hi], or an error naming it and its value. */

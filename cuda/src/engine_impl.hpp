@@ -71,4 +71,12 @@ struct Engine::Impl {
   Status launch(const detail::KParams& kp, int mode, cudaStream_t s);
 };
 
+// The host layers (engine, params, step, prefill, graph) name these helpers unqualified.
+using detail::as_stream;
+using detail::cat;
+using detail::cuda_status;
+using detail::invalid;
+using detail::kModeMatchOnly;
+using detail::KParams;
+
 }  // namespace mac::cuda

@@ -4,13 +4,6 @@
 
 namespace mac::cuda {
 
-using detail::as_stream;
-using detail::cat;
-using detail::cuda_status;
-using detail::invalid;
-using detail::kModeMatchOnly;
-using detail::KParams;
-
 namespace {
 
 /*! \brief Captures one launch sequence of `mode` (a detail::Mode, or kModeMatchOnly) into the

@@ -9,13 +9,6 @@
 
 namespace mac::cuda {
 
-using detail::as_stream;
-using detail::cat;
-using detail::cuda_status;
-using detail::invalid;
-using detail::kModeMatchOnly;
-using detail::KParams;
-
 Status Engine::validate(const DecodeParams& p, StepKind kind) const {
   const EngineConfig& c = impl_->cfg;
   const int D = c.head_dim;

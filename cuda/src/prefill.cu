@@ -7,13 +7,6 @@
 
 namespace mac::cuda {
 
-using detail::as_stream;
-using detail::cat;
-using detail::cuda_status;
-using detail::invalid;
-using detail::kModeMatchOnly;
-using detail::KParams;
-
 Status Engine::prefill_entries(const PrefillParams& pp, void* stream) {
   const EngineConfig& c = impl_->cfg;
   DecodeParams p = pp.kv;

@@ -5,13 +5,6 @@
 
 namespace mac::cuda {
 
-using detail::as_stream;
-using detail::cat;
-using detail::cuda_status;
-using detail::invalid;
-using detail::kModeMatchOnly;
-using detail::KParams;
-
 Status Engine::Impl::launch(const KParams& kp, int mode, cudaStream_t s) {
   const int D = cfg.head_dim;
   // The step's first kernel follows whatever the caller queued; the rest follow a kernel of
