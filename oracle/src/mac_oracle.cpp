@@ -92,11 +92,7 @@ StepResult MacOracle::step(int64_t m, const std::vector<Decision>& decisions) {
       hr.match_pos = -1;
     }
     const StepRanges<int64_t> k = step_ranges(m, hr.match_pos, r, F);
-    hr.band_begin = k.band_begin;
-    hr.band_end = k.band_end;
-    hr.sink_end = k.sink_end;
-    hr.tail_begin = k.tail_begin;
-    hr.keys_read = k.keys_read();
+    store_ranges(hr, k);
     // mid [Fe(E(m)), E(p)) ends where the band begins (empty on a miss).
     qs[h] = SegmentQuery{
         h / g, layer_.q_post_at(m, h), {0, k.sink_end, k.band_begin, k.band_end, k.kv_len}};

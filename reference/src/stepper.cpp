@@ -144,11 +144,7 @@ void DecodeStepper<T>::decide(int64_t h, int64_t m, bool ready, HeadStep<T>& s) 
   // 3 and 5 (ranges): band [E(p), E(m)) on a hit, [Fe(E(m)), E(m)) on a miss; sinks
   // [0, Fe(E(m))), tail [E(m), m].
   const StepRanges<int64_t> k = step_ranges(m, s.match_pos, r, F);
-  s.band_begin = k.band_begin;
-  s.band_end = k.band_end;
-  s.sink_end = k.sink_end;
-  s.tail_begin = k.tail_begin;
-  s.keys_read = k.keys_read();
+  store_ranges(s, k);
 }
 
 template <typename T>

@@ -66,6 +66,17 @@ MAC_HD constexpr StepRanges<I> step_ranges(I m, NonDeducedT<I> hit_pos, NonDeduc
   return {fem, hit_pos >= 0 ? prefix_end(hit_pos, r) : fem, em, em, m + 1};
 }
 
+/*! \brief Copies the ranges and keys_read into a result that names them as StepRanges does
+ *  (the reference stepper's and the oracle's per-head results). */
+template <typename Result, typename I>
+MAC_HD constexpr void store_ranges(Result& res, const StepRanges<I>& k) {
+  res.sink_end = k.sink_end;
+  res.band_begin = k.band_begin;
+  res.band_end = k.band_end;
+  res.tail_begin = k.tail_begin;
+  res.keys_read = k.keys_read();
+}
+
 /*! \brief The hit threshold `thr = 2·D·(1 − τ)²` as the FP32 value every implementation
  *         compares the canonical d2 against (computed in FP64, rounded once; hit iff d2 < thr).
  */
