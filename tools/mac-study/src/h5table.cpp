@@ -1,5 +1,6 @@
 #include "h5table.hpp"
 
+#include "mac/io/schema.hpp"
 #include "mac/ref/common.hpp"
 
 #include <cmath>
@@ -55,10 +56,10 @@ std::string Table::csv() const {
 
 void Table::write_group(hid_t file, const std::string& group) const {
   const h5::Handle g = h5::create_group(file, group);
-  h5::write_attr(g.get(), "rows", static_cast<int64_t>(rows.size()));
+  h5::write_attr(g.get(), io::schema::study::kRows, static_cast<int64_t>(rows.size()));
   std::string cols;
   for (size_t c = 0; c < columns.size(); ++c) cols += (c ? "," : "") + columns[c];
-  h5::write_attr(g.get(), "columns", cols);
+  h5::write_attr(g.get(), io::schema::study::kColumns, cols);
   for (size_t c = 0; c < columns.size(); ++c) {
     std::vector<double> num(rows.size());
     bool all_num = true;

@@ -395,50 +395,65 @@ std::string run_path(const std::string& out_dir, const RunSpec& spec) {
   return (fs::path(out_dir) / "runs" / (spec.hash() + ".h5")).string();
 }
 
+namespace {
+
+namespace key = io::schema::study;
+namespace run_key = io::schema::run;
+
+/*! Calls `f(name, column)` for each [S, Hq] dataset of a run file, in file order: the one
+ *  list the writer and the reader share. */
+template <typename R, typename F>
+void for_each_head_column(R& r, F&& f) {
+  f(key::kHit, r.hit);
+  f(key::kLag, r.lag);
+  f(key::kKeysRead, r.keys_read);
+  f(key::kDepth, r.depth);
+  f(key::kRelL2, r.rel_l2);
+  f(key::kMaxAbs, r.max_abs);
+  f(key::kLseErr, r.lse_err);
+  f(key::kAbsL2, r.abs_l2);
+  f(key::kDeltaMin, r.delta_min);
+  f(key::kDeltaMax, r.delta_max);
+  f(key::kRho, r.rho);
+  f(key::kRhoMac, r.rho_mac);
+  f(key::kBound, r.bound);
+  f(key::kBoundPaper, r.bound_paper);
+}
+
+}  // namespace
+
 void write_run(const std::string& path, const RunResult& r) {
   io::write_h5_atomically(path, [&](hid_t id) {
     const auto& s = r.spec;
     h5::write_attr(id, io::schema::kSchema, std::string(kRunSchema));
     h5::write_attr(id, io::schema::kVersion, kRunVersion);
-    h5::write_attr(id, "key", s.key());
-    h5::write_attr(id, "hash", s.hash());
-    h5::write_attr(id, "trace", s.trace);
-    h5::write_attr(id, "trace_source", s.source);
-    h5::write_attr(id, "fingerprint", s.fingerprint);
-    h5::write_attr(id, "layer", s.layer);
-    h5::write_attr(id, "tau", s.params.tau);
-    h5::write_attr(id, "ring", s.params.ring);
-    h5::write_attr(id, "tail", s.params.tail);
-    h5::write_attr(id, "sinks", s.params.sinks);
-    h5::write_attr(id, "gen_min", s.params.gen_min);
-    h5::write_attr(id, "variant", std::string(to_string(s.variant)));
-    h5::write_attr(id, "storage", std::string(to_string(s.storage)));
-    h5::write_attr(id, "precision", std::string(mac::to_string(s.precision)));
-    h5::write_attr(id, "prefill", s.prefill);
-    h5::write_attr(id, "steps", r.steps);
-    h5::write_attr(id, "bound", static_cast<int64_t>(s.bound));
-    h5::write_attr(id, "seconds", r.seconds);
-    h5::write_attr(id, "cpu_seconds", r.cpu_seconds);
-    h5::write_attr(id, "bound_cpu_seconds", r.bound_cpu_seconds);
-    h5::write_attr(id, "hit_rate", r.hit_rate());
-    h5::write_attr(id, "kv_fraction", r.kv_fraction());
+    h5::write_attr(id, key::kKey, s.key());
+    h5::write_attr(id, key::kHash, s.hash());
+    h5::write_attr(id, key::kTrace, s.trace);
+    h5::write_attr(id, key::kTraceSource, s.source);
+    h5::write_attr(id, key::kFingerprint, s.fingerprint);
+    h5::write_attr(id, key::kLayer, s.layer);
+    h5::write_attr(id, run_key::kTau, s.params.tau);
+    h5::write_attr(id, run_key::kRing, s.params.ring);
+    h5::write_attr(id, run_key::kTail, s.params.tail);
+    h5::write_attr(id, run_key::kSinks, s.params.sinks);
+    h5::write_attr(id, run_key::kGenMin, s.params.gen_min);
+    h5::write_attr(id, key::kVariant, std::string(to_string(s.variant)));
+    h5::write_attr(id, key::kStorage, std::string(to_string(s.storage)));
+    h5::write_attr(id, key::kPrecision, std::string(mac::to_string(s.precision)));
+    h5::write_attr(id, key::kPrefill, s.prefill);
+    h5::write_attr(id, key::kSteps, r.steps);
+    h5::write_attr(id, key::kBoundFlag, static_cast<int64_t>(s.bound));
+    h5::write_attr(id, key::kSeconds, r.seconds);
+    h5::write_attr(id, key::kCpuSeconds, r.cpu_seconds);
+    h5::write_attr(id, key::kBoundCpuSeconds, r.bound_cpu_seconds);
+    h5::write_attr(id, key::kHitRate, r.hit_rate());
+    h5::write_attr(id, key::kKvFraction, r.kv_fraction());
     h5::write_attr(id, io::schema::kGitCommit, std::string(MAC_GIT_COMMIT));
     const std::vector<hsize_t> sh{static_cast<hsize_t>(r.steps), static_cast<hsize_t>(r.heads)};
-    h5::write(id, "position", {static_cast<hsize_t>(r.steps)}, r.position, kLayout);
-    h5::write(id, "hit", sh, r.hit, kLayout);
-    h5::write(id, "lag", sh, r.lag, kLayout);
-    h5::write(id, "keys_read", sh, r.keys_read, kLayout);
-    h5::write(id, "depth", sh, r.depth, kLayout);
-    h5::write(id, "rel_l2", sh, r.rel_l2, kLayout);
-    h5::write(id, "max_abs", sh, r.max_abs, kLayout);
-    h5::write(id, "lse_err", sh, r.lse_err, kLayout);
-    h5::write(id, "abs_l2", sh, r.abs_l2, kLayout);
-    h5::write(id, "delta_min", sh, r.delta_min, kLayout);
-    h5::write(id, "delta_max", sh, r.delta_max, kLayout);
-    h5::write(id, "rho", sh, r.rho, kLayout);
-    h5::write(id, "rho_mac", sh, r.rho_mac, kLayout);
-    h5::write(id, "bound", sh, r.bound, kLayout);
-    h5::write(id, "bound_paper", sh, r.bound_paper, kLayout);
+    h5::write(id, key::kPosition, {static_cast<hsize_t>(r.steps)}, r.position, kLayout);
+    for_each_head_column(
+        r, [&](const char* name, const auto& col) { h5::write(id, name, sh, col, kLayout); });
     // Written last: a reader treats a file without it as incomplete.
     h5::write_attr(id, io::schema::kComplete, int64_t{1});
   });
@@ -455,48 +470,37 @@ RunResult read_run(const std::string& path) {
           "'", path, "' is incomplete");
   RunResult r;
   auto& s = r.spec;
-  s.trace = h5::attr_string(id, "trace");
-  s.source = h5::attr_string(id, "trace_source");
-  s.fingerprint = h5::attr_string(id, "fingerprint");
-  s.layer = h5::attr_int64(id, "layer");
-  s.params.tau = h5::attr_double(id, "tau");
-  s.params.ring = h5::attr_int64(id, "ring");
-  s.params.tail = h5::attr_int64(id, "tail");
-  s.params.sinks = h5::attr_int64(id, "sinks");
-  s.params.gen_min = h5::attr_int64(id, "gen_min");
-  s.variant = parse_variant(h5::attr_string(id, "variant"));
-  s.storage = parse_state_storage(h5::attr_string(id, "storage"));
-  s.precision = mac::parse_precision(h5::attr_string(id, "precision"));
-  s.prefill = h5::attr_int64(id, "prefill");
-  s.bound = h5::attr_int64(id, "bound") != 0;
-  const int64_t S = h5::attr_int64(id, "steps");
+  s.trace = h5::attr_string(id, key::kTrace);
+  s.source = h5::attr_string(id, key::kTraceSource);
+  s.fingerprint = h5::attr_string(id, key::kFingerprint);
+  s.layer = h5::attr_int64(id, key::kLayer);
+  s.params.tau = h5::attr_double(id, run_key::kTau);
+  s.params.ring = h5::attr_int64(id, run_key::kRing);
+  s.params.tail = h5::attr_int64(id, run_key::kTail);
+  s.params.sinks = h5::attr_int64(id, run_key::kSinks);
+  s.params.gen_min = h5::attr_int64(id, run_key::kGenMin);
+  s.variant = parse_variant(h5::attr_string(id, key::kVariant));
+  s.storage = parse_state_storage(h5::attr_string(id, key::kStorage));
+  s.precision = mac::parse_precision(h5::attr_string(id, key::kPrecision));
+  s.prefill = h5::attr_int64(id, key::kPrefill);
+  s.bound = h5::attr_int64(id, key::kBoundFlag) != 0;
+  const int64_t S = h5::attr_int64(id, key::kSteps);
   // The spec's steps is what was asked (0 = to the end); the key records it.
-  const auto key = h5::attr_string(id, "key");
-  const auto sp = key.find(";steps=");
-  s.steps = sp == std::string::npos ? S : std::stoll(key.substr(sp + 7));
-  require(s.key() == key, "'", path, "': stored key does not match its attributes");
-  r.seconds = h5::attr_double(id, "seconds");
-  r.cpu_seconds = h5::attr_double(id, "cpu_seconds");
-  r.bound_cpu_seconds = h5::attr_double(id, "bound_cpu_seconds");
-  r.position = h5::read<int64_t>(id, "position", S);
+  const auto stored_key = h5::attr_string(id, key::kKey);
+  const auto sp = stored_key.find(";steps=");
+  s.steps = sp == std::string::npos ? S : std::stoll(stored_key.substr(sp + 7));
+  require(s.key() == stored_key, "'", path, "': stored key does not match its attributes");
+  r.seconds = h5::attr_double(id, key::kSeconds);
+  r.cpu_seconds = h5::attr_double(id, key::kCpuSeconds);
+  r.bound_cpu_seconds = h5::attr_double(id, key::kBoundCpuSeconds);
+  r.position = h5::read<int64_t>(id, key::kPosition, S);
   r.steps = S;
-  const int64_t n = static_cast<int64_t>(h5::read<int8_t>(id, "hit").size());
-  require(S > 0 && n % S == 0, "'", path, "': bad shape of hit");
+  const int64_t n = static_cast<int64_t>(h5::read<int8_t>(id, key::kHit).size());
+  require(S > 0 && n % S == 0, "'", path, "': bad shape of ", key::kHit);
   r.heads = n / S;
-  r.hit = h5::read<int8_t>(id, "hit", n);
-  r.lag = h5::read<int64_t>(id, "lag", n);
-  r.keys_read = h5::read<int64_t>(id, "keys_read", n);
-  r.depth = h5::read<int64_t>(id, "depth", n);
-  r.rel_l2 = h5::read<double>(id, "rel_l2", n);
-  r.max_abs = h5::read<double>(id, "max_abs", n);
-  r.lse_err = h5::read<double>(id, "lse_err", n);
-  r.abs_l2 = h5::read<double>(id, "abs_l2", n);
-  r.delta_min = h5::read<double>(id, "delta_min", n);
-  r.delta_max = h5::read<double>(id, "delta_max", n);
-  r.rho = h5::read<double>(id, "rho", n);
-  r.rho_mac = h5::read<double>(id, "rho_mac", n);
-  r.bound = h5::read<double>(id, "bound", n);
-  r.bound_paper = h5::read<double>(id, "bound_paper", n);
+  for_each_head_column(r, [&](const char* name, auto& col) {
+    col = h5::read<typename std::decay_t<decltype(col)>::value_type>(id, name, n);
+  });
   return r;
 }
 
@@ -509,7 +513,7 @@ bool run_complete(const std::string& path, const RunSpec& spec) {
            h5::attr_string(id, io::schema::kSchema) == kRunSchema &&
            h5::has_attr(id, io::schema::kComplete) &&
            h5::attr_int64(id, io::schema::kComplete) == 1 &&
-           h5::attr_string(id, "key") == spec.key();
+           h5::attr_string(id, key::kKey) == spec.key();
   } catch (const InputError&) {
     return false;
   }
@@ -519,14 +523,14 @@ void write_exact(const std::string& path, const ExactCache& c) {
   io::write_h5_atomically(path, [&](hid_t f) {
     h5::write_attr(f, io::schema::kSchema, std::string(kExactSchema));
     h5::write_attr(f, io::schema::kVersion, kExactVersion);
-    h5::write_attr(f, "prefill", c.prefill);
-    h5::write_attr(f, "steps", c.steps);
-    h5::write(f, "exact_out",
+    h5::write_attr(f, key::kPrefill, c.prefill);
+    h5::write_attr(f, key::kSteps, c.steps);
+    h5::write(f, key::kExactOut,
               {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads),
                static_cast<hsize_t>(c.head_dim)},
               c.out, kLayout);
-    h5::write(f, "exact_lse", {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)}, c.lse,
-              kLayout);
+    h5::write(f, key::kExactLse, {static_cast<hsize_t>(c.steps), static_cast<hsize_t>(c.heads)},
+              c.lse, kLayout);
     h5::write_attr(f, io::schema::kComplete, int64_t{1});
   });
 }
@@ -539,12 +543,12 @@ bool read_exact(const std::string& path, int64_t prefill, int64_t steps, ExactCa
     if (h5::attr_string(id, io::schema::kSchema) != kExactSchema ||
         h5::attr_int64(id, io::schema::kVersion) != kExactVersion ||
         h5::attr_int64(id, io::schema::kComplete) != 1 ||
-        h5::attr_int64(id, "prefill") != prefill || h5::attr_int64(id, "steps") != steps)
+        h5::attr_int64(id, key::kPrefill) != prefill || h5::attr_int64(id, key::kSteps) != steps)
       return false;
     c.prefill = prefill;
     c.steps = steps;
-    c.out = h5::read<double>(id, "exact_out", steps * c.heads * c.head_dim);
-    c.lse = h5::read<double>(id, "exact_lse", steps * c.heads);
+    c.out = h5::read<double>(id, key::kExactOut, steps * c.heads * c.head_dim);
+    c.lse = h5::read<double>(id, key::kExactLse, steps * c.heads);
     return true;
   } catch (const InputError&) {
     return false;
@@ -808,7 +812,7 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
   io::write_h5_atomically((fs::path(out_dir) / "study.h5").string(), [&](hid_t f) {
     h5::write_attr(f, io::schema::kSchema, std::string(io::schema::study::kTablesName));
     h5::write_attr(f, io::schema::kVersion, io::schema::study::kTablesVersion);
-    h5::write_attr(f, "runs", static_cast<int64_t>(runs.size()));
+    h5::write_attr(f, key::kRuns, static_cast<int64_t>(runs.size()));
     h5::write_attr(f, io::schema::kGitCommit, std::string(MAC_GIT_COMMIT));
     for (const auto& [name, t] : tables) t->write_group(f, name);
   });

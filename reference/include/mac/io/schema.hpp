@@ -75,6 +75,48 @@ inline constexpr const char* kExactName = "mac-study-exact";
 inline constexpr int64_t kExactVersion = 1;
 inline constexpr const char* kTablesName = "mac-study";
 inline constexpr int64_t kTablesVersion = 1;
+// Run file: the RunSpec (its key, hash and fields) and the run's totals as root attributes.
+inline constexpr const char* kKey = "key";                   //!< string: RunSpec::key()
+inline constexpr const char* kHash = "hash";                 //!< string: RunSpec::hash()
+inline constexpr const char* kTrace = "trace";               //!< string: trace path as given
+inline constexpr const char* kTraceSource = "trace_source";  //!< string: the trace's source
+inline constexpr const char* kFingerprint = "fingerprint";   //!< string: the layer's data
+inline constexpr const char* kLayer = "layer";               //!< int64
+inline constexpr const char* kVariant = "variant";           //!< string: split | downdate
+inline constexpr const char* kStorage = "storage";           //!< string: state storage
+inline constexpr const char* kPrecision = "precision";       //!< string: fp32 | fp64
+inline constexpr const char* kPrefill = "prefill";           //!< int64, P
+inline constexpr const char* kSteps = "steps";               //!< int64, S (decode steps run)
+inline constexpr const char* kBoundFlag = "bound";           //!< int64 0/1: drift bound computed
+inline constexpr const char* kSeconds = "seconds";           //!< float64, wall time
+inline constexpr const char* kCpuSeconds = "cpu_seconds";    //!< float64, the run's CPU time
+inline constexpr const char* kBoundCpuSeconds = "bound_cpu_seconds";  //!< float64, of which bound
+inline constexpr const char* kHitRate = "hit_rate";                   //!< float64
+inline constexpr const char* kKvFraction = "kv_fraction";             //!< float64
+// MacParams use the run dump's names (run::kTau, run::kRing, ...).
+// Run file datasets: [S] int64 position, then [S, Hq] one per recorded quantity.
+inline constexpr const char* kPosition = "position";   //!< [S] int64, m
+inline constexpr const char* kHit = "hit";             //!< [S, Hq] int8
+inline constexpr const char* kLag = "lag";             //!< [S, Hq] int64, m − p (−1 on a miss)
+inline constexpr const char* kKeysRead = "keys_read";  //!< [S, Hq] int64
+inline constexpr const char* kDepth = "depth";         //!< [S, Hq] int64, chain depth
+inline constexpr const char* kRelL2 = "rel_l2";        //!< [S, Hq] float64, vs full attention
+inline constexpr const char* kMaxAbs = "max_abs";      //!< [S, Hq] float64
+inline constexpr const char* kLseErr = "lse_err";      //!< [S, Hq] float64, natural log
+inline constexpr const char* kAbsL2 = "abs_l2";        //!< [S, Hq] float64
+inline constexpr const char* kDeltaMin = "delta_min";  //!< [S, Hq] float64, logit drift
+inline constexpr const char* kDeltaMax = "delta_max";  //!< [S, Hq] float64
+inline constexpr const char* kRho = "rho";             //!< [S, Hq] float64, band mass
+inline constexpr const char* kRhoMac = "rho_mac";      //!< [S, Hq] float64
+inline constexpr const char* kBound = "bound";         //!< [S, Hq] float64, derived bound
+inline constexpr const char* kBoundPaper = "bound_paper";  //!< [S, Hq] float64
+// Exact cache: prefill and steps as attributes (kPrefill, kSteps), and two datasets.
+inline constexpr const char* kExactOut = "exact_out";  //!< [S, Hq, D] float64
+inline constexpr const char* kExactLse = "exact_lse";  //!< [S, Hq] float64, natural log
+// Tables file (study.h5): the run count at the root, one group per table.
+inline constexpr const char* kRuns = "runs";        //!< int64 root attribute
+inline constexpr const char* kRows = "rows";        //!< int64 attribute of a table's group
+inline constexpr const char* kColumns = "columns";  //!< string: the column names, comma-separated
 }  // namespace study
 
 /*! \brief mac-verify's certification report and its per-case replay file
