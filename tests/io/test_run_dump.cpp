@@ -3,6 +3,7 @@
 
 #include "io_fixture.hpp"
 #include "mac/io/h5.hpp"
+#include "mac/io/run_dump.hpp"
 #include "mac/io/trace_io.hpp"
 
 #include <hdf5.h>

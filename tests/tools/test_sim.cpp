@@ -1,6 +1,7 @@
 // The simulator against its golden run dump (data/golden/synth_small_run.h5), and the
 // command-line contract of mac-sim: unknown flags and bad values are errors naming the
 // value, and a failed run leaves no output file.
+#include "mac/io/run_dump.hpp"
 #include "mac/io/trace_io.hpp"
 #include "mac/tools/simulate.hpp"
 

@@ -2,6 +2,7 @@
 // (DESIGN §6 "Simulator command"). With no --trace it generates the embedded default
 // synthetic trace and reports on all of its layers.
 #include "mac/io/atomic_file.hpp"
+#include "mac/io/run_dump.hpp"
 #include "mac/io/trace_io.hpp"
 #include "mac/ref/attention.hpp"
 #include "mac/ref/synth.hpp"

@@ -1,8 +1,7 @@
 #pragma once
 /*! \file trace_io.hpp
- *  \brief HDF5 reader/writer for the trace file (schema "mac-trace", version 1) and
- *         the run dump (schema "mac-run", version 1) of DESIGN §6. Schemas are
- *         documented in docs/file-formats.md.
+ *  \brief HDF5 reader/writer for the trace file (schema "mac-trace", version 1).
+ *         The schema is documented in docs/file-formats.md.
  *
  *  Writers go through write_h5_atomically (mac/io/atomic_file.hpp): never a half file.
  *  The attribute and dataset names are mac/io/schema.hpp.
@@ -40,33 +39,5 @@ Trace read_trace(const std::string& path, const std::vector<int64_t>& layers = {
 
 /*! \brief Reads one layer (validated). */
 LayerData read_trace_layer(const std::string& path, int64_t layer, int64_t max_tokens = 0);
-
-/*! \brief Run dump of one layer of one trace (DESIGN §6), over decode steps S and
- *  query heads Hq. All arrays row-major. */
-struct RunDump {
-  StepperConfig config;  //!< the run's configuration, echoed as root attributes
-  int64_t layer = 0;
-  std::string trace_source;
-
-  int64_t steps = 0, num_q_heads = 0, head_dim = 0;
-  std::vector<int64_t> position;   //!< [S]
-  std::vector<int8_t> hit;         //!< [S, Hq]
-  std::vector<int64_t> match_pos;  //!< [S, Hq], −1 on miss
-  std::vector<double>
-      d2;  //!< [S, Hq], canonical FP32 distance of the nearest candidate (NaN if none)
-  std::vector<double> out;              //!< [S, Hq, D]
-  std::vector<double> lse;              //!< [S, Hq], natural log
-  std::vector<double> exact_out;        //!< [S, Hq, D], full attention, FP64
-  std::vector<double> exact_lse;        //!< [S, Hq], natural log
-  std::vector<int64_t> kv_tokens_read;  //!< [S, Hq]
-
-  /*! \brief Allocates arrays for S steps (NaN/−1/0 filled). */
-  void resize(int64_t S, int64_t hq, int64_t d);
-};
-
-/*! \brief Writes a run dump (temporary name, then rename). */
-void write_run_dump(const std::string& path, const RunDump& dump);
-/*! \brief Reads a run dump, checking schema, version and shapes. */
-RunDump read_run_dump(const std::string& path);
 
 }  // namespace mac::io
