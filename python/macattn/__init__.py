@@ -16,9 +16,9 @@ from typing import List, NamedTuple, Sequence
 from . import _core
 from ._core import (InputError, Layer, MacParams, NoCudaError, RunDump, Step, Stepper,
                     StepperConfig, TraceMeta, bf16_bits, bf16_from_bits, canonical_d2, d2_fp64,
-                    downdate, is_bf16_exact, match_threshold, merge, read_run_dump,
-                    read_trace_layer, read_trace_meta, rope, round_bf16, write_run_dump,
-                    write_trace)
+                    is_bf16_exact, match_threshold, read_run_dump, read_trace_layer,
+                    read_trace_meta, round_bf16, write_run_dump, write_trace)
+from ._algebra import downdate, merge, rope
 from ._core import cuda
 from . import oracle
 from .simulate import simulate
