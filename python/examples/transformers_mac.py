@@ -168,12 +168,13 @@ def main():
     a = ap.parse_args()
     dev = "cuda" if a.backend == "cuda" else "cpu"
     model = tiny_llama().to(dev)
+    model.set_attn_implementation("sdpa")
     # A prompt that repeats itself, so that queries recur and the match finds them.
     ids = torch.randint(0, 256, (1, a.prompt // 4), generator=torch.Generator().manual_seed(1))
     ids = ids.repeat(1, 4).to(dev)
     with torch.inference_mode():
         ref = model.generate(ids, max_new_tokens=a.new, do_sample=False, output_logits=True,
-                             return_dict_in_generate=True, attn_implementation="sdpa")
+                             return_dict_in_generate=True)  # the model's SDPA
         mac = MacAttention(layers=[int(x) for x in a.layers.split(",") if x], backend=a.backend,
                            params=macattn.MacParams(tau=a.tau, ring=64, tail=16, gen_min=0))
         mac.attach(model)

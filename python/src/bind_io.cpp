@@ -268,49 +268,24 @@ void bind_io(nb::module_& m) {
       .def_ro("num_q_heads", &RunDump::num_q_heads)
       .def_ro("head_dim", &RunDump::head_dim);
   // The arrays: writable views [S], [S, Hq] or [S, Hq, D] kept alive by the dump.
-  auto s_shape = [](const RunDump& d) { return std::array<size_t, 1>{size_t(d.steps)}; };
-  auto sh_shape = [](const RunDump& d) {
-    return std::array<size_t, 2>{size_t(d.steps), size_t(d.num_q_heads)};
-  };
-  auto shd_shape = [](const RunDump& d) {
-    return std::array<size_t, 3>{size_t(d.steps), size_t(d.num_q_heads), size_t(d.head_dim)};
-  };
-  rd.def_prop_ro("position", [=](nb::handle self) {
-    auto& d = nb::cast<RunDump&>(self);
-    return view<int64_t, 1>(d.position.data(), s_shape(d), self);
-  });
-  rd.def_prop_ro("hit", [=](nb::handle self) {
-    auto& d = nb::cast<RunDump&>(self);
-    return view<int8_t, 2>(d.hit.data(), sh_shape(d), self);
-  });
-  rd.def_prop_ro("match_pos", [=](nb::handle self) {
-    auto& d = nb::cast<RunDump&>(self);
-    return view<int64_t, 2>(d.match_pos.data(), sh_shape(d), self);
-  });
-  rd.def_prop_ro("d2", [=](nb::handle self) {
-    auto& d = nb::cast<RunDump&>(self);
-    return view<double, 2>(d.d2.data(), sh_shape(d), self);
-  });
-  rd.def_prop_ro("out", [=](nb::handle self) {
-    auto& d = nb::cast<RunDump&>(self);
-    return view<double, 3>(d.out.data(), shd_shape(d), self);
-  });
-  rd.def_prop_ro("lse", [=](nb::handle self) {
-    auto& d = nb::cast<RunDump&>(self);
-    return view<double, 2>(d.lse.data(), sh_shape(d), self);
-  });
-  rd.def_prop_ro("exact_out", [=](nb::handle self) {
-    auto& d = nb::cast<RunDump&>(self);
-    return view<double, 3>(d.exact_out.data(), shd_shape(d), self);
-  });
-  rd.def_prop_ro("exact_lse", [=](nb::handle self) {
-    auto& d = nb::cast<RunDump&>(self);
-    return view<double, 2>(d.exact_lse.data(), sh_shape(d), self);
-  });
-  rd.def_prop_ro("kv_tokens_read", [=](nb::handle self) {
-    auto& d = nb::cast<RunDump&>(self);
-    return view<int64_t, 2>(d.kv_tokens_read.data(), sh_shape(d), self);
-  });
+#define MACATTN_DUMP_ARRAY(name, T, N)                                                  \
+  rd.def_prop_ro(#name, [](nb::handle self) {                                           \
+    auto& d = nb::cast<RunDump&>(self);                                                 \
+    const size_t all[3] = {size_t(d.steps), size_t(d.num_q_heads), size_t(d.head_dim)}; \
+    std::array<size_t, N> shape;                                                        \
+    std::copy(all, all + N, shape.begin());                                             \
+    return view<T, N>(d.name.data(), shape, self);                                      \
+  })
+  MACATTN_DUMP_ARRAY(position, int64_t, 1);
+  MACATTN_DUMP_ARRAY(hit, int8_t, 2);
+  MACATTN_DUMP_ARRAY(match_pos, int64_t, 2);
+  MACATTN_DUMP_ARRAY(d2, double, 2);
+  MACATTN_DUMP_ARRAY(out, double, 3);
+  MACATTN_DUMP_ARRAY(lse, double, 2);
+  MACATTN_DUMP_ARRAY(exact_out, double, 3);
+  MACATTN_DUMP_ARRAY(exact_lse, double, 2);
+  MACATTN_DUMP_ARRAY(kv_tokens_read, int64_t, 2);
+#undef MACATTN_DUMP_ARRAY
   rd.def("__repr__", [](const RunDump& d) {
     return msg("RunDump(steps=", d.steps, ", num_q_heads=", d.num_q_heads,
                ", head_dim=", d.head_dim, ", layer=", d.layer, ")");

@@ -44,6 +44,19 @@ struct OracleStep {
 
 }  // namespace
 
+// One OracleStep attribute: an [Hq] array of a HeadResult field, or a state (o, lse).
+#define MACATTN_ORACLE_PER_HEAD(name, R)                        \
+  def_prop_ro(#name, [](const OracleStep& s) {                  \
+    return s.per_head<R>([](const auto& h) { return h.name; }); \
+  })
+#define MACATTN_ORACLE_STATE(name, doc)                                       \
+  def_prop_ro(                                                                \
+      #name,                                                                  \
+      [](const OracleStep& s) {                                               \
+        return s.state([](const auto& h) -> const State& { return h.name; }); \
+      },                                                                      \
+      doc)
+
 void bind_oracle(nb::module_& m) {
   m.def(
       "oracle_attend",
@@ -88,34 +101,13 @@ void bind_oracle(nb::module_& m) {
       .def_prop_ro(
           "hit",
           [](const OracleStep& s) { return s.per_head<bool>([](const auto& h) { return h.hit; }); })
-      .def_prop_ro("match_pos",
-                   [](const OracleStep& s) {
-                     return s.per_head<int64_t>([](const auto& h) { return h.match_pos; });
-                   })
-      .def_prop_ro("band_begin",
-                   [](const OracleStep& s) {
-                     return s.per_head<int64_t>([](const auto& h) { return h.band_begin; });
-                   })
-      .def_prop_ro("band_end",
-                   [](const OracleStep& s) {
-                     return s.per_head<int64_t>([](const auto& h) { return h.band_end; });
-                   })
-      .def_prop_ro("sink_end",
-                   [](const OracleStep& s) {
-                     return s.per_head<int64_t>([](const auto& h) { return h.sink_end; });
-                   })
-      .def_prop_ro("tail_begin",
-                   [](const OracleStep& s) {
-                     return s.per_head<int64_t>([](const auto& h) { return h.tail_begin; });
-                   })
-      .def_prop_ro("keys_read",
-                   [](const OracleStep& s) {
-                     return s.per_head<int64_t>([](const auto& h) { return h.keys_read; });
-                   })
-      .def_prop_ro("wrote_entry",
-                   [](const OracleStep& s) {
-                     return s.per_head<bool>([](const auto& h) { return h.wrote_entry; });
-                   })
+      .MACATTN_ORACLE_PER_HEAD(match_pos, int64_t)
+      .MACATTN_ORACLE_PER_HEAD(band_begin, int64_t)
+      .MACATTN_ORACLE_PER_HEAD(band_end, int64_t)
+      .MACATTN_ORACLE_PER_HEAD(sink_end, int64_t)
+      .MACATTN_ORACLE_PER_HEAD(tail_begin, int64_t)
+      .MACATTN_ORACLE_PER_HEAD(keys_read, int64_t)
+      .MACATTN_ORACLE_PER_HEAD(wrote_entry, bool)
       .def_prop_ro(
           "entry",
           [](const OracleStep& s) {

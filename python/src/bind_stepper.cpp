@@ -201,6 +201,16 @@ mac::StepperConfig make_config(const mac::MacParams& params, const std::string& 
 
 }  // namespace
 
+// One Step attribute: an [Hq] array of `expr` over heads h, or a state (o, lse) member.
+#define MACATTN_PER_HEAD(name, R, expr, doc) \
+  def_prop_ro(                               \
+      #name, [](const Step& s) { return s.per_head<R>([](const auto& h) { return expr; }); }, doc)
+#define MACATTN_STATE(name, doc)                                                                  \
+  def_prop_ro(                                                                                    \
+      #name,                                                                                      \
+      [](const Step& s) { return s.state([](const auto& h) -> const auto& { return h.name; }); }, \
+      doc)
+
 void bind_stepper(nb::module_& m) {
   nb::class_<Step>(m, "Step",
                    "One decode step of the reference stepper: per query head h, arrays [Hq] "
@@ -216,10 +226,7 @@ void bind_stepper(nb::module_& m) {
       .def_prop_ro(
           "hit",
           [](const Step& s) { return s.per_head<bool>([](const auto& h) { return h.hit; }); })
-      .def_prop_ro("has_candidate",
-                   [](const Step& s) {
-                     return s.per_head<bool>([](const auto& h) { return h.match.has_candidate; });
-                   })
+      .MACATTN_PER_HEAD(has_candidate, bool, h.match.has_candidate, "")
       .def_prop_ro(
           "best_pos",
           [](const Step& s) {
@@ -259,14 +266,8 @@ void bind_stepper(nb::module_& m) {
             return s.per_head<bool>([](const auto& h) { return h.match.below_threshold; });
           },
           "d2 < thr: a hit if the entry is usable")
-      .def_prop_ro("band_begin",
-                   [](const Step& s) {
-                     return s.per_head<int64_t>([](const auto& h) { return h.band_begin; });
-                   })
-      .def_prop_ro("band_end",
-                   [](const Step& s) {
-                     return s.per_head<int64_t>([](const auto& h) { return h.band_end; });
-                   })
+      .MACATTN_PER_HEAD(band_begin, int64_t, h.band_begin, "")
+      .MACATTN_PER_HEAD(band_end, int64_t, h.band_end, "")
       .def_prop_ro(
           "sink_end",
           [](const Step& s) {
@@ -279,18 +280,12 @@ void bind_stepper(nb::module_& m) {
             return s.per_head<int64_t>([](const auto& h) { return h.tail_begin; });
           },
           "the tail is [tail_begin, m]")
-      .def_prop_ro("keys_read",
-                   [](const Step& s) {
-                     return s.per_head<int64_t>([](const auto& h) { return h.keys_read; });
-                   })
+      .MACATTN_PER_HEAD(keys_read, int64_t, h.keys_read, "")
       .def_prop_ro(
           "depth",
           [](const Step& s) { return s.per_head<int64_t>([](const auto& h) { return h.depth; }); },
           "chain depth of the entry written: 0 from a miss, k+1 from a hit on depth k")
-      .def_prop_ro("wrote_entry",
-                   [](const Step& s) {
-                     return s.per_head<bool>([](const auto& h) { return h.wrote_entry; });
-                   })
+      .MACATTN_PER_HEAD(wrote_entry, bool, h.wrote_entry, "")
       .def_prop_ro(
           "prefix",
           [](const Step& s) {

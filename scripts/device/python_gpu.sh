@@ -4,7 +4,7 @@
 # downloads), builds mac-bench in the same build tree, runs the pytest suite (the GPU tests
 # with it) and times decode_step through torch CUDA-graph replay against the C++ API's graph
 # replay and mac-bench on the same shapes.
-# Files in $OUT: env.txt, build.log, pytest.log, bench.csv, bench.log.
+# Files in $OUT: env.txt, build.log, pytest.log, bench.csv, bench.log, example.log.
 # Usage: OUT=dir bash scripts/device/python_gpu.sh    (PY=python3 to override the Python)
 set -u -o pipefail
 OUT=${OUT:-$PWD/out-device}
@@ -37,4 +37,6 @@ timeout 240 "$PY" python/bench/bench_decode_step.py --hkv 8 --batch 1,16,64 --ct
   --hit 0.9,1.0 --mac-bench build-python/dev/bin/mac-bench --csv "$OUT/bench.csv" \
   > "$OUT/bench.log" 2>&1
 echo "bench rc=$?"; tail -3 "$OUT/bench.log"; cat "$OUT/bench.csv"
+timeout 200 "$PY" python/examples/transformers_mac.py --backend cuda --layers 0,1 > "$OUT/example.log" 2>&1
+echo "transformers example (cuda backend) rc=$?"; grep -v leaked "$OUT/example.log" | tail -3
 echo "total $(( $(date +%s) - t0 )) s"
