@@ -10,3 +10,7 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export 
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$(nproc)"
 ctest --preset default -j "$(nproc)"
+# The Python package (docs/python.md): built into .venv by pip, then its CPU tests (GPU tests
+# skip without torch with CUDA), checked against the mac-sim just built.
+bash scripts/python-env.sh
+MAC_SIM=build/bin/mac-sim .venv/bin/python -m pytest -q python/tests

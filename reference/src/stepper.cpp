@@ -200,7 +200,13 @@ StepResult<T> DecodeStepper<T>::step(int64_t m, bool ready) {
       slot.state = store(written);
       slot.depth = s.depth;
       s.wrote_entry = true;
+      s.entry = slot.state;
+    } else {
+      s.entry = AttnState<T>::empty(layer_.head_dim);
     }
+    s.band = std::move(band[hh]);
+    s.sink = std::move(sink[hh]);
+    s.tail = std::move(tail[hh]);
   }
   return res;
 }

@@ -69,9 +69,11 @@ struct HeadStep {
   int64_t sink_end = 0;                  //!< sinks are [0, sink_end)
   int64_t tail_begin = 0;                //!< tail is [tail_begin, m]
   AttnState<T> prefix;                   //!< reused prefix state (empty on a miss)
+  AttnState<T> band, sink, tail;         //!< attn(q_m, ·) over the band, sink and tail ranges
   AttnState<T> out;                      //!< output (o, natural-log LSE)
-  int64_t keys_read = 0;                 //!< KV tokens read this step
-  int64_t depth = 0;  //!< chain depth of the entry written (or that would be written)
+  AttnState<T> entry;     //!< entry(m) as stored in the ring (when wrote_entry), else empty
+  int64_t keys_read = 0;  //!< KV tokens read this step
+  int64_t depth = 0;      //!< chain depth of the entry written (or that would be written)
   bool wrote_entry = false;
 };
 

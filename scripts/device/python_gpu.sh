@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call for the Python package (issue 31): builds and installs macattn with the
+# CUDA kernels into the machine's torch Python (no network: no build isolation, no
+# downloads), builds mac-bench in the same build tree, runs the pytest suite (the GPU tests
+# with it) and times decode_step through torch CUDA-graph replay against the C++ API's graph
+# replay and mac-bench on the same shapes.
+# Files in $OUT: env.txt, build.log, pytest.log, bench.csv, bench.log, example.log.
+# Usage: OUT=dir bash scripts/device/python_gpu.sh    (PY=python3 to override the Python)
+set -u -o pipefail
+OUT=${OUT:-$PWD/out-device}
+mkdir -p "$OUT"
+PY=${PY:-/opt/torch/.venv/bin/python3}
+[ -x "$PY" ] || PY=python3
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+{ echo "commit ${MAC_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null)}"
+  git status --short 2>/dev/null | head -20
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; nvcc --version | tail -1
+  "$PY" -c "import sys, torch, nanobind, scikit_build_core as s; print(sys.version.split()[0], 'torch', torch.__version__, 'nanobind', nanobind.__version__, 'scikit-build-core', s.__version__)"
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+t0=$(date +%s)
+# One build tree (build-python/dev) for the module and mac-bench: MAC_PYTHON_ONLY off so that
+# the tools configure too, but pip builds only the module's target; ninja then adds mac-bench.
+"$PY" -m pip install --no-build-isolation --no-deps --no-index -v \
+  --config-settings=build-dir=build-python/dev \
+  --config-settings=cmake.define.MACATTN_CUDA=ON \
+  --config-settings=cmake.define.MAC_PYTHON_ONLY=OFF \
+  --config-settings=build.targets=_core . > "$OUT/build.log" 2>&1 \
+  || { echo "pip install failed"; grep -E "error|Error" "$OUT/build.log" | head -20; tail -30 "$OUT/build.log"; exit 1; }
+ninja -C build-python/dev mac-bench >> "$OUT/build.log" 2>&1 || { echo "mac-bench build failed"; tail -20 "$OUT/build.log"; exit 1; }
+echo "build ok in $(( $(date +%s) - t0 )) s"
+( cd /tmp && "$PY" -c "import macattn; print('macattn', macattn.git_commit, 'cuda', macattn.cuda.built_with_cuda(), macattn.cuda.device_description())" )
+# pytest from the repository root imports the installed package (the source is python/macattn).
+timeout 360 "$PY" -m pytest -v -p no:cacheprovider python/tests > "$OUT/pytest.log" 2>&1
+echo "pytest rc=$?"; grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" "$OUT/pytest.log" | cut -c1-200 | tail -45
+timeout 240 "$PY" python/bench/bench_decode_step.py --hkv 8 --batch 1,16,64 --ctx 32768 \
+  --hit 0.9,1.0 --mac-bench build-python/dev/bin/mac-bench --csv "$OUT/bench.csv" \
+  > "$OUT/bench.log" 2>&1
+echo "bench rc=$?"; tail -3 "$OUT/bench.log"; cat "$OUT/bench.csv"
+timeout 200 "$PY" python/examples/transformers_mac.py --backend cuda --layers 0,1 > "$OUT/example.log" 2>&1
+echo "transformers example (cuda backend) rc=$?"; grep -v leaked "$OUT/example.log" | tail -3
+echo "total $(( $(date +%s) - t0 )) s"
