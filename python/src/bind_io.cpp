@@ -2,6 +2,7 @@
 // the trace (mac-trace v1) and the run dump (mac-run v1) of DESIGN §6.
 #include "bindings.hpp"
 
+#include "mac/io/run_dump.hpp"
 #include "mac/io/trace_io.hpp"
 
 #include <nanobind/stl/map.h>
