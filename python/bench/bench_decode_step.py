@@ -77,7 +77,7 @@ def mac_bench_median(exe, a, hkv, N, ctx, f):
 
 
 def run_point(a, hkv, N, ctx, f, gen):
-    dev = torch.device("cuda")
+    dev = torch.device("cuda", torch.cuda.current_device())
     Hq, D, M, ps = a.hq, a.head_dim, a.ring, a.page_size
     m = ctx - 1
     ppr = (ctx + ps - 1) // ps

@@ -91,6 +91,7 @@ def _check(name: str, t: Tensor, dtype, ndim: int, dims: str, device: torch.devi
         raise InputError(f"{name}: dtype {t.dtype} where {dtype} {dims} is required")
     if t.dim() != ndim:
         raise InputError(f"{name}: shape {list(t.shape)} where {dims} is required")
+    device = _device(device)
     if t.device != device:
         raise InputError(f"{name}: on {t.device}, the step runs on {device}")
     if ndim and t.numel() and t.stride(-1) != 1:
@@ -134,18 +135,32 @@ def _ring_params(p, ring_q_pre, ring_o, ring_lse, dev):
     p.num_slots, p.ring = ring_q_pre.shape[0], ring_q_pre.shape[1]
 
 
+def _q_strides(t: Tensor) -> Tuple[int, int]:
+    """Row and head strides of a [N, Hq, D] query as the kernels read it: a dimension of
+    size 1 is never stepped over, so its stride is taken as the packed one."""
+    n, h, d = t.shape
+    head = t.stride(1) if h > 1 else d
+    return (t.stride(0) if n > 1 else h * head), head
+
+
 def _q_params(p, q_post: Tensor, q_pre: Optional[Tensor], dev):
+    """Points p at the queries; returns the tensors the step reads (keep them alive until
+    it has run). The kernels take one pair of strides for q_post and q_pre: where the two
+    differ, both are copied to the packed layout (on the current stream, so also inside a
+    CUDA-graph capture)."""
     _check("q_post", q_post, torch.bfloat16, 3, "[N, Hq, D]", dev)
     if q_pre is not None:
         _check("q_pre", q_pre, torch.bfloat16, 3, "[N, Hq, D]", dev)
-        if q_pre.shape != q_post.shape or q_pre.stride() != q_post.stride():
-            raise InputError(f"q_pre: shape {list(q_pre.shape)}, strides "
-                             f"{list(q_pre.stride())} differ from q_post's "
-                             f"{list(q_post.shape)}, {list(q_post.stride())}")
+        if q_pre.shape != q_post.shape:
+            raise InputError(f"q_pre: shape {list(q_pre.shape)} differs from q_post's "
+                             f"{list(q_post.shape)}")
+        if _q_strides(q_pre) != _q_strides(q_post):
+            q_pre, q_post = q_pre.contiguous(), q_post.contiguous()
         p.q_pre = q_pre.data_ptr()
     p.batch = q_post.shape[0]
     p.q_post = q_post.data_ptr()
-    p.q_row_stride, p.q_head_stride = q_post.stride(0), q_post.stride(1)
+    p.q_row_stride, p.q_head_stride = _q_strides(q_post)
+    return q_post, q_pre
 
 
 def _outputs(q_post: Tensor, diagnostics: bool):
@@ -174,7 +189,7 @@ def decode_step(engine: int, q_post: Tensor, q_pre: Tensor, k_cache: Tensor, v_c
     dev = q_post.device
     e = engine_object(engine)
     p = _cu.DecodeParams()
-    _q_params(p, q_post, q_pre, dev)
+    q_post, q_pre = _q_params(p, q_post, q_pre, dev)
     _kv_params(p, k_cache, v_cache, page_table, dev)
     _ring_params(p, ring_q_pre, ring_o, ring_lse, dev)
     for n, t in (("kv_len", kv_len), ("slot", slot)):
@@ -209,7 +224,7 @@ def full_attention(engine: int, q_post: Tensor, k_cache: Tensor, v_cache: Tensor
     dev = q_post.device
     e = engine_object(engine)
     p = _cu.DecodeParams()
-    _q_params(p, q_post, None, dev)
+    q_post, _ = _q_params(p, q_post, None, dev)
     _kv_params(p, k_cache, v_cache, page_table, dev)
     _check("kv_len", kv_len, torch.int32, 1, "[N]", dev)
     p.kv_len, p.softmax_scale = kv_len.data_ptr(), softmax_scale
