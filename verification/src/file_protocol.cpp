@@ -224,8 +224,8 @@ GradeSet read_grade_set(const std::string& dir, const std::string& outputs_dir) 
     const std::string line = case_file(c.id) + " " + sha256_file(out) + "\n";
     set.update(line.data(), line.size());
     const h5::Handle o = h5::open_file(out);
-    const std::string name = h5::attr_string(o.get(), "name"),
-                      version = h5::attr_string(o.get(), "version");
+    const std::string name = h5::attr_string(o.get(), "declared_name"),
+                      version = h5::attr_string(o.get(), "declared_version");
     if (g.outputs_found == 0) {
       g.declared_name = name;
       g.declared_version = version;
