@@ -422,19 +422,27 @@ macv_tensor tensor(const CaseLayout& lay, int t, void* base, int device, int dev
   return x;
 }
 
-macv_step_inputs step_inputs(const CaseLayout& lay, void* base, int dev, int id) {
-  macv_step_inputs in{};
-  in.q = tensor(lay, kQ, base, dev, id);
-  in.q_tilde = tensor(lay, kQTilde, base, dev, id);
+namespace {
+/*! The tensors a step and a prefill share: KV cache, page table, ring. */
+template <typename In>
+void cache_and_ring(In& in, const CaseLayout& lay, void* base, int dev, int id) {
   in.k_cache = tensor(lay, kKCache, base, dev, id);
   in.v_cache = tensor(lay, kVCache, base, dev, id);
   in.page_table = tensor(lay, kPageTable, base, dev, id);
-  in.position = tensor(lay, kPosition, base, dev, id);
-  in.ready = tensor(lay, kReady, base, dev, id);
   in.ring_q = tensor(lay, kRingQ, base, dev, id);
   in.ring_o = tensor(lay, kRingO, base, dev, id);
   in.ring_lse = tensor(lay, kRingLse, base, dev, id);
   in.ring_pos = tensor(lay, kRingPos, base, dev, id);
+}
+}  // namespace
+
+macv_step_inputs step_inputs(const CaseLayout& lay, void* base, int dev, int id) {
+  macv_step_inputs in{};
+  in.q = tensor(lay, kQ, base, dev, id);
+  in.q_tilde = tensor(lay, kQTilde, base, dev, id);
+  in.position = tensor(lay, kPosition, base, dev, id);
+  in.ready = tensor(lay, kReady, base, dev, id);
+  cache_and_ring(in, lay, base, dev, id);
   return in;
 }
 
@@ -456,13 +464,7 @@ macv_prefill_inputs prefill_inputs(const CaseLayout& lay, void* base, int dev, i
   in.q_tilde = tensor(lay, kPrefQTilde, base, dev, id);
   in.first_pos = tensor(lay, kPrefFirst, base, dev, id);
   in.count = tensor(lay, kPrefCount, base, dev, id);
-  in.k_cache = tensor(lay, kKCache, base, dev, id);
-  in.v_cache = tensor(lay, kVCache, base, dev, id);
-  in.page_table = tensor(lay, kPageTable, base, dev, id);
-  in.ring_q = tensor(lay, kRingQ, base, dev, id);
-  in.ring_o = tensor(lay, kRingO, base, dev, id);
-  in.ring_lse = tensor(lay, kRingLse, base, dev, id);
-  in.ring_pos = tensor(lay, kRingPos, base, dev, id);
+  cache_and_ring(in, lay, base, dev, id);
   return in;
 }
 

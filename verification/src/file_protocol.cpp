@@ -54,6 +54,17 @@ std::vector<float> as_f32(const AbiCase& ab, int t) {
 
 const char* dtype_text(int d) { return d == MACV_F32 ? "f32" : "bf16"; }
 
+/*! Opens a file of the protocol, requiring its schema and version. */
+h5::Handle open_checked(const std::string& path, const char* schema) {
+  h5::Handle file = h5::open_file(path);
+  const hid_t f = file.get();
+  require(h5::attr_string(f, sch::kSchema) == schema, path, ": schema is not ", schema);
+  const int64_t v = h5::attr_int64(f, sch::kVersion);
+  require(v == sch::verify::kFilesVersion, path, ": version ", v, " is not ",
+          sch::verify::kFilesVersion);
+  return file;
+}
+
 }  // namespace
 
 std::string case_file(int id) {
@@ -192,13 +203,8 @@ int export_cases(const std::string& dir, const std::vector<CaseSpec>& cases, con
 GradeSet read_grade_set(const std::string& dir, const std::string& outputs_dir) {
   GradeSet g;
   const std::string manifest = (fs::path(dir) / "export.h5").string();
-  const h5::Handle file = h5::open_file(manifest);
+  const h5::Handle file = open_checked(manifest, sch::verify::kExportName);
   const hid_t f = file.get();
-  require(h5::attr_string(f, sch::kSchema) == sch::verify::kExportName, manifest,
-          ": schema is not ", sch::verify::kExportName);
-  const int64_t v = h5::attr_int64(f, sch::kVersion);
-  require(v == sch::verify::kFilesVersion, manifest, ": version ", v, " is not ",
-          sch::verify::kFilesVersion);
   g.nonce = std::strtoull(h5::attr_string(f, "nonce").c_str(), nullptr, 0);
   g.matrix_fnv1a = h5::attr_string(f, "matrix_fnv1a");
   g.caps = abi::caps_from_text(h5::attr_string(f, "caps"));
@@ -271,10 +277,8 @@ class FileImpl final : public Implementation {
     const int ring_dtype = set_.caps.ring_o_dtype;
     {
       // The initial ring as exported; the queries, to check the file holds this case's inputs.
-      const h5::Handle f = h5::open_file(ipath);
+      const h5::Handle f = open_checked(ipath, sch::verify::kInputsName);
       const hid_t h = f.get();
-      require(h5::attr_string(h, sch::kSchema) == sch::verify::kInputsName, ipath,
-              ": schema is not ", sch::verify::kInputsName);
       load_tensor(*ab_, abi::kRingQ, h5::read<uint16_t>(h, "ring_q", B * Hq * M * D));
       if (ring_dtype == MACV_BF16)
         load_tensor(*ab_, abi::kRingO, h5::read<uint16_t>(h, "ring_o", B * Hq * M * D));
@@ -287,13 +291,8 @@ class FileImpl final : public Implementation {
       k_ = h5::read<uint16_t>(h, "k_cache");
       v_ = h5::read<uint16_t>(h, "v_cache");
     }
-    const h5::Handle f = h5::open_file(opath);
+    const h5::Handle f = open_checked(opath, sch::verify::kOutputsName);
     const hid_t h = f.get();
-    require(h5::attr_string(h, sch::kSchema) == sch::verify::kOutputsName, opath,
-            ": schema is not ", sch::verify::kOutputsName);
-    const int64_t v = h5::attr_int64(h, sch::kVersion);
-    require(v == sch::verify::kFilesVersion, opath, ": version ", v, " is not ",
-            sch::verify::kFilesVersion);
     require(h5::attr_int64(h, "case_id") == c.id, opath, ": case_id ", h5::attr_int64(h, "case_id"),
             " is not ", c.id);
     require(h5::attr_string(h, "nonce") == nonce_text(set_.nonce), opath, ": nonce ",

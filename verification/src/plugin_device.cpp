@@ -24,7 +24,9 @@ std::string set_device(int d) { return err(cudaSetDevice(d), "cudaSetDevice"); }
 std::string alloc(void** p, size_t n) { return err(cudaMalloc(p, n), "cudaMalloc"); }
 void release(void* p) { cudaFree(p); }
 std::string register_host(void* p, size_t n) {
-  return err(cudaHostRegister(p, n, cudaHostRegisterDefault), "cudaHostRegister");
+  const cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterDefault);
+  if (e != cudaSuccess) cudaGetLastError();  // not sticky: clear it, the copies work unpinned
+  return err(e, "cudaHostRegister");
 }
 void unregister_host(void* p) { cudaHostUnregister(p); }
 std::string copy_to_device(void* dst, const void* src, size_t n, void* s) {
