@@ -146,9 +146,19 @@ uint64_t hash_bytes(const void* data, size_t bytes);
  *
  *  Per step: before_step(s) writes the inputs of step s, poisons the outputs, hashes the
  *  inputs and snapshots the ring; the implementation runs; after_step(s) checks and converts.
- *  Problems found by the checks (an input changed, a ring slot outside `m mod M` of the ready
- *  requests changed, an output never written) are returned as a message: the implementation
- *  fails the case with it. */
+ *  Problems found by the checks are returned as a message: the implementation fails the case
+ *  with it. What each check rules out:
+ *   - outputs poisoned (NaN, hit 0xA5, −2): an output left unwritten passing with a value from
+ *     an earlier call;
+ *   - inputs hashed before and after (q, q̃ with their padding, KV pools, page table,
+ *     positions, readiness): a kernel writing into its inputs (scratch in the cache, in-place
+ *     RoPE), which could pass one step and corrupt the next;
+ *   - every ring slot but m mod M of a ready request bit-identical: state smuggled into other
+ *     slots, writes for requests that are not ready, an entry in the wrong slot;
+ *   - tokens beyond kv_len NaN in the cache: reading keys the step may not see;
+ *   - inputs drawn with the run's nonce (RunOptions::nonce): answers cached from another run.
+ *  A kernel returning the previous step's output fails the value checks: every step's inputs
+ *  differ. */
 class AbiCase {
  public:
   AbiCase(const CaseInputs& in, const Choices& choices);
