@@ -8,7 +8,12 @@ the creation time, the shard, the thread count. This is the check that a sharded
 multi-GPU run (`--shard k/N` then `--merge`, or `--devices`) certifies exactly what one
 process does.
 
-Usage: report_diff.py A.h5 B.h5       exit 0 when they agree, 1 with the differences listed.
+With --results-only the root attributes that name the implementation and the run's identity
+(impl, mode, device, the plugin's SHA-256 and declarations, commits, nonce source, environment)
+are not compared either: the check that two routes to the same kernel (the plugin ABI and the
+in-process C++ class) certify the same results. The matrix hash, nonce and tolerances still are.
+
+Usage: report_diff.py [--results-only] A.h5 B.h5   exit 0 when they agree, 1 with the differences.
 Needs numpy and h5py (Debian python3-numpy, python3-h5py).
 """
 import sys
@@ -17,7 +22,11 @@ import h5py
 import numpy as np
 
 # Run descriptors, not results: these may differ between two runs of the same certification.
-RUN_ATTRS = {"command", "created", "shard", "threads", "wall_s", "devices", "jobs"}
+RUN_ATTRS = {"command", "created", "shard", "threads", "wall_s", "devices", "jobs", "finished",
+             "environment"}
+# What names the implementation and the run rather than the results (--results-only).
+IDENTITY_ATTRS = {"impl", "mode", "device", "impl_sha256", "impl_declared", "impl_caps",
+                  "abi_version", "git_commit", "declared_commit", "nonce_source"}
 RUN_COLUMNS = {"wall_s"}
 # Keys that order each table's rows.
 ROW_KEYS = {"cases": ("id",), "heads": ("case_id", "request", "head")}
@@ -44,11 +53,12 @@ def differing_rows(a, b):
     return a != b
 
 
-def diff(path_a, path_b):
+def diff(path_a, path_b, results_only=False):
     problems = []
+    skip = RUN_ATTRS | (IDENTITY_ATTRS if results_only else set())
     with h5py.File(path_a, "r") as fa, h5py.File(path_b, "r") as fb:
         for name in sorted(set(fa.attrs) | set(fb.attrs)):
-            if name in RUN_ATTRS:
+            if name in skip:
                 continue
             va, vb = fa.attrs.get(name), fb.attrs.get(name)
             if va is None or vb is None or not np.array_equal(np.asarray(va), np.asarray(vb)):
@@ -76,10 +86,12 @@ def diff(path_a, path_b):
 
 
 def main(argv):
+    results_only = "--results-only" in argv
+    argv = [a for a in argv if a != "--results-only"]
     if len(argv) != 3:
         print(__doc__.strip().splitlines()[-2], file=sys.stderr)
         return 2
-    problems = diff(argv[1], argv[2])
+    problems = diff(argv[1], argv[2], results_only)
     if problems:
         print(f"report_diff: {argv[1]} and {argv[2]} differ:")
         for p in problems:

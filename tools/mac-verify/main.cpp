@@ -5,6 +5,10 @@
 //              [--shard k/N] [--devices 0,1,...] [--out REPORT.h5]
 //   mac-verify --replay mac-verify-case123.h5  (replays one failed case)
 //   mac-verify --merge a.h5 b.h5 ... --out all.h5
+//   mac-verify --impl plugin:PATH.so [...]     an implementation under test built against
+//                                              verification/include/mac/verify/plugin_abi.h
+//   mac-verify --export DIR [--caps FILE]      the file protocol: inputs out ...
+//   mac-verify --grade DIR                     ... and the outputs a program wrote graded
 //
 // Exit status: 0 PASS (every applicable case ran and passed); 1 a case failed or erred;
 // 2 bad usage or input; 3 INCOMPLETE (a case was skipped by --time-limit, --max-cost or
@@ -13,7 +17,10 @@
 #include "mac/tools/progress.hpp"
 #include "mac/verify/check.hpp"
 #include "mac/verify/cuda_impl.hpp"
+#include "mac/verify/file_protocol.hpp"
+#include "mac/verify/plugin.hpp"
 #include "mac/verify/report.hpp"
+#include "mac/verify/sha256.hpp"
 
 #include <omp.h>
 #include <sys/wait.h>
@@ -99,9 +106,34 @@ std::string environment() {
       cpu = line.substr(line.find(':') + 2);
       break;
     }
+  std::string driver = "none";
+  std::ifstream nv("/proc/driver/nvidia/version");
+  if (nv.good()) std::getline(nv, driver);
   return msg("cpu: ", cpu, " (", std::thread::hardware_concurrency(), " threads)\n",
              "gpu: ", cuda_available() ? cuda::device_description() : std::string("none"), "\n",
+             "nvidia driver: ", driver, "\n", "cuda: ", cuda_versions(), "\n",
              "compiler: ", __VERSION__, "\n", "flags: ", MAC_VERIFY_CXX_FLAGS, "\n");
+}
+
+/*! A per-run nonce: 8 bytes from the kernel's random source. Recorded in the report and in
+ *  every replay command, so the run stays reproducible. */
+uint64_t draw_nonce() {
+  uint64_t n = 0;
+  std::ifstream f("/dev/urandom", std::ios::binary);
+  f.read(reinterpret_cast<char*>(&n), sizeof n);
+  require(f.good(), "cannot read /dev/urandom for the run's nonce (give one with --nonce)");
+  return n == 0 ? 1 : n;
+}
+
+/*! The CUDA plugin of this build (plugins/cuda), beside the program or where CMake built it. */
+std::string cuda_plugin_path() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  for (const fs::path& p : {exe.parent_path().parent_path() / "plugins" / "mac_plugin_cuda.so",
+                            fs::path(MAC_VERIFY_CUDA_PLUGIN)})
+    if (!p.empty() && fs::exists(p)) return p.string();
+  return {};
 }
 
 /*! The certificate's name beside a report: REPORT.h5 → REPORT.md. */
@@ -128,6 +160,9 @@ std::string join_args(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The plugin loader's worker process (plugin.hpp): not an option a user gives.
+  if (argc == 3 && std::string(argv[1]) == "--plugin-worker")
+    return plugin_worker_main(std::atoi(argv[2]));
   CLI::App app{"mac-verify: certify a MAC decode implementation against the 853-case matrix"};
   bool list = false, quiet = false, no_summary = false, production = false;
   std::string mode, subset = "all", case_ids, shard = "0/1", devices, out = "mac-verify-report.h5",
@@ -138,6 +173,9 @@ int main(int argc, char** argv) {
   int jobs_per_device = 1;
   double time_limit = 0;
   int max_repro = 20;
+  std::string impl_spec, nonce_arg, export_dir, grade_dir, outputs_dir, caps_file;
+  double case_timeout = 600;
+  int export_case = -1;
   app.add_flag("--list", list, "print the matrix, one case per line (column header on stderr)");
   app.add_option("--mode", mode,
                  "cpu (FP32 reference vs FP64 oracle), gpu (CUDA kernels), model (FP64 model with "
@@ -181,6 +219,27 @@ int main(int argc, char** argv) {
                "cpu mode: run the FP32 reference with the production ring layout (BF16 o, FP32 L) "
                "against an expected evaluation that stores entries the same way, with the GPU "
                "tolerances (a dry run of the GPU comparison)");
+  app.add_option("--impl", impl_spec,
+                 "plugin:PATH.so: the implementation is a plugin (plugin_abi.h) run in a worker "
+                 "process; inprocess:PATH.so: the same loaded into mac-verify itself (debugging: "
+                 "no crash isolation, no timeout)");
+  app.add_option("--case-timeout", case_timeout,
+                 "plugin: seconds a case may take in the plugin before it is killed and the case "
+                 "is an ERROR (0 = none)");
+  app.add_option("--nonce", nonce_arg,
+                 "mixed into every case's seed (hex 0x... or decimal; 0 = the matrix's seeds). "
+                 "Default: drawn afresh by --impl plugin: and --export, 0 otherwise");
+  app.add_option("--export", export_dir,
+                 "file protocol: write the selected cases' inputs to this directory");
+  app.add_option("--export-case", export_case,
+                 "file protocol: export this one case (to --export DIR, default "
+                 "mac-verify-export-case<N>)");
+  app.add_option("--caps", caps_file,
+                 "file protocol: the implementation's declared capabilities (key = value lines, "
+                 "docs/verification.md); cases outside them are not exported (not applicable)");
+  app.add_option("--grade", grade_dir,
+                 "file protocol: grade the outputs written for the export in this directory");
+  app.add_option("--outputs", outputs_dir, "--grade: the outputs' directory (default DIR/outputs)");
   app.add_flag("--quiet", quiet, "no progress line");
   app.add_flag("--no-summary", no_summary, "do not print the summary table");
   try {
@@ -223,13 +282,59 @@ int main(int argc, char** argv) {
       return r.exit_code();
     }
 
-    if (mode.empty()) mode = cuda_available() ? "gpu" : "cpu";
+    // The implementation under test: a built-in one (--mode), a plugin (--impl), or the outputs
+    // of the file protocol (--grade); --export writes inputs and certifies nothing.
+    const bool exporting = !export_dir.empty() || export_case >= 0;
+    require(grade_dir.empty() || !exporting, "--grade and --export exclude each other");
+    const bool user_plugin =
+        impl_spec.rfind("plugin:", 0) == 0 || impl_spec.rfind("inprocess:", 0) == 0;
+    require(impl_spec.empty() || user_plugin || impl_spec == "cuda-inprocess", "--impl '",
+            impl_spec, "' is not plugin:PATH, inprocess:PATH or cuda-inprocess");
+    if (impl_spec == "cuda-inprocess") mode = "gpu";
+    if (mode.empty())
+      mode = !grade_dir.empty() ? "file"
+             : user_plugin      ? "plugin"
+             : exporting        ? "export"
+             : cuda_available() ? "gpu"
+                                : "cpu";
     if (mode == "gpu" && !cuda_available()) {
       std::printf("SKIP: GPU mode needs a CUDA device (%s)\n", cuda::device_description().c_str());
       return 77;
     }
+    if (mode == "gpu" && impl_spec.empty()) {
+      // This project's CUDA kernels through the plugin ABI, as any kernel is certified.
+      const std::string cuda_plugin = cuda_plugin_path();
+      require(!cuda_plugin.empty(),
+              "--mode gpu: the CUDA plugin (mac_plugin_cuda.so) was not built");
+      impl_spec = "plugin:" + cuda_plugin;
+    }
     const Fault f = parse_fault(fault);
     require(mode == "model" || f == Fault::kNone, "--fault needs --mode model");
+    require(!production || mode == "cpu", "--production-storage needs --mode cpu");
+
+    // The run's nonce (with_nonce): given, taken from a replay file or an export, drawn afresh
+    // for an implementation from outside the driver, else none.
+    uint64_t nonce = 0;
+    std::string nonce_source = "none";
+    files::GradeSet grade_set;
+    if (!grade_dir.empty()) {
+      grade_set = files::read_grade_set(grade_dir, outputs_dir);
+      require(grade_set.matrix_fnv1a == matrix_sha, "--grade: the export was made from matrix ",
+              grade_set.matrix_fnv1a, ", this driver's is ", matrix_sha);
+      nonce = grade_set.nonce;
+      nonce_source = "export";
+    } else if (!nonce_arg.empty()) {
+      char* end = nullptr;
+      nonce = std::strtoull(nonce_arg.c_str(), &end, 0);
+      require(*end == 0, "--nonce '", nonce_arg, "' is not a number (0x... or decimal)");
+      nonce_source = "given";
+    } else if (!replay.empty()) {
+      nonce = read_failure_nonce(replay);
+      nonce_source = "replay";
+    } else if (user_plugin || exporting) {
+      nonce = draw_nonce();
+      nonce_source = "drawn";
+    }
 
     // Select the cases.
     std::vector<CaseSpec> cases;
@@ -237,6 +342,19 @@ int main(int argc, char** argv) {
     if (!replay.empty()) {
       cases.push_back(parse_case(read_failure_case_line(replay)));
       subset_name = "replay:" + replay;
+    } else if (export_case >= 0) {
+      require(export_case < static_cast<int>(matrix.size()), "--export-case ", export_case,
+              " is outside 0..", matrix.size() - 1);
+      cases.push_back(matrix[static_cast<size_t>(export_case)]);
+      subset_name = msg("case:", export_case);
+      if (export_dir.empty()) export_dir = msg("mac-verify-export-case", export_case);
+    } else if (!grade_dir.empty()) {
+      // The export's cases, or those of them named by --case.
+      const auto ids = case_ids.empty() ? std::vector<int>{} : parse_ids(case_ids);
+      for (const auto& c : grade_set.cases)
+        if (ids.empty() || std::find(ids.begin(), ids.end(), c.id) != ids.end()) cases.push_back(c);
+      subset_name =
+          case_ids.empty() ? "export:" + grade_dir : "export:" + grade_dir + ":" + case_ids;
     } else if (!case_ids.empty()) {
       for (int id : parse_ids(case_ids)) {
         require(id >= 0 && id < static_cast<int>(matrix.size()), "--case ", id, " is outside 0..",
@@ -262,10 +380,31 @@ int main(int argc, char** argv) {
       require(shard_n >= 1 && shard_k >= 0 && shard_k < shard_n, "--shard '", shard,
               "' needs 0 <= k < N");
     }
-    const bool gpu = mode == "gpu";
+    bool gpu = mode == "gpu";
+
+    if (exporting) {
+      macv_caps caps = abi::caps_from_text("name = export\n");
+      if (!caps_file.empty()) {
+        std::ifstream cf(caps_file);
+        require(cf.good(), "--caps file '", caps_file, "' cannot be read");
+        std::stringstream ss;
+        ss << cf.rdbuf();
+        caps = abi::caps_from_text(ss.str());
+      }
+      const std::string bad = abi::validate_caps(caps);
+      require(bad.empty(), "--caps '", caps_file, "': ", bad);
+      const int n = files::export_cases(export_dir, cases, caps, nonce, matrix_sha,
+                                        msg(MAC_GIT_COMMIT, " (", MAC_VERIFY_GIT_TREE, ")"),
+                                        join_args(argc, argv));
+      std::printf("exported %d case(s) to %s (%zu selected, %zu not applicable), nonce %s\n", n,
+                  export_dir.c_str(), cases.size(), cases.size() - static_cast<size_t>(n),
+                  nonce_text(nonce).c_str());
+      return 0;
+    }
 
     // --devices: one child process per (device, job), then merge.
     if (!devices.empty()) {
+      require(grade_dir.empty(), "--grade runs in one process (no --devices)");
       // In CPU/model mode the same machinery runs N processes (device ordinals unused).
       std::vector<int> devs;
       if (devices == "all") {
@@ -295,8 +434,9 @@ int main(int argc, char** argv) {
                                  std::filesystem::path(out).stem().string() +
                                  msg(".shard", k, "of", N, ".h5");
         parts.push_back(part);
-        std::vector<std::string> args = {argv[0],        "--mode", mode, "--shard",
-                                         msg(k, "/", N), "--out",  part, "--no-summary"};
+        std::vector<std::string> args = {argv[0], "--shard", msg(k, "/", N),
+                                         "--out", part,      "--no-summary"};
+        if (mode != "plugin") args.insert(args.end(), {"--mode", mode});
         if (!replay.empty())
           args.insert(args.end(), {"--replay", replay});
         else if (!case_ids.empty())
@@ -305,6 +445,9 @@ int main(int argc, char** argv) {
           args.insert(args.end(), {"--subset", subset});
         if (!fail_dir.empty()) args.insert(args.end(), {"--fail-dir", fail_dir});
         if (mode == "model") args.insert(args.end(), {"--fault", fault});
+        if (!impl_spec.empty()) args.insert(args.end(), {"--impl", impl_spec});
+        args.insert(args.end(),
+                    {"--nonce", nonce_text(nonce), "--case-timeout", msg(case_timeout)});
         if (production) args.push_back("--production-storage");
         if (!gpu) args.insert(args.end(), {"--max-cost", msg(max_cost)});
         if (!matrix_file.empty()) args.insert(args.end(), {"--matrix", matrix_file});
@@ -360,20 +503,53 @@ int main(int argc, char** argv) {
       return missing == 0 ? r.exit_code() : 1;
     }
 
-    cases = shard_slice(cases, shard_k, shard_n, gpu);
+    // Which implementation, its identity, and the limits it is held to.
     std::unique_ptr<Implementation> impl;
-    if (gpu)
-      impl = make_cuda_impl(0);
-    else if (mode == "model")
-      impl = make_model_impl(f);
-    else
-      impl = make_reference_impl(production ? StateStorage::kProduction : StateStorage::kFull);
-
     RunOptions opt;
-    opt.tol = gpu || production ? Tolerances::gpu() : Tolerances::cpu();
-    opt.expected_storage = gpu || production ? StateStorage::kProduction : StateStorage::kFull;
+    opt.nonce = nonce;
     Report report;
     auto& meta = report.meta;
+    if (!grade_set.outputs_dir.empty() && !grade_dir.empty()) {
+      require(grade_set.outputs_found > 0, "--grade: no outputs in ", grade_set.outputs_dir);
+      impl = files::make_file_impl(grade_set, grade_dir);
+      opt.tol = abi::tolerances(grade_set.caps);
+      opt.expected_storage = abi::expected_storage(grade_set.caps);
+      meta.impl_sha256 = grade_set.outputs_sha256;
+      meta.impl_declared = grade_set.declared_name + " " + grade_set.declared_version;
+      meta.impl_caps = abi::caps_to_text(grade_set.caps);
+    } else if (user_plugin || (mode == "gpu" && impl_spec != "cuda-inprocess")) {
+      const auto colon = impl_spec.find(':');
+      const std::string path = impl_spec.substr(colon + 1);
+      require(std::filesystem::is_regular_file(path), "--impl: plugin file '", path,
+              "' does not exist");
+      auto channel = impl_spec.rfind("inprocess:", 0) == 0 ? make_local_channel(load_plugin(path))
+                                                           : make_worker_channel(path);
+      const macv_caps caps = channel->caps();
+      gpu = caps.device == MACV_DEVICE_CUDA;
+      meta.impl_sha256 = sha256_file(path);
+      meta.impl_declared = msg(caps.name, " ", caps.version);
+      meta.impl_caps = abi::caps_to_text(caps);
+      meta.abi_version = MACV_ABI_VERSION;
+      opt.tol = abi::tolerances(caps);
+      opt.expected_storage = abi::expected_storage(caps);
+      impl = make_abi_impl(std::move(channel), caps.name,
+                           gpu ? cuda::device_description() : std::string("cpu"), case_timeout);
+    } else {
+      if (gpu)
+        impl = make_cuda_impl(0);  // --impl cuda-inprocess: the route before the plugin ABI
+      else if (mode == "model")
+        impl = make_model_impl(f);
+      else
+        impl = make_reference_impl(production ? StateStorage::kProduction : StateStorage::kFull);
+      opt.tol = gpu || production ? Tolerances::gpu() : Tolerances::cpu();
+      opt.expected_storage = gpu || production ? StateStorage::kProduction : StateStorage::kFull;
+    }
+    // The grader's and a GPU's cost is the expected evaluation; a CPU implementation's adds the
+    // reference's (also the driver's prefill of a CPU plugin's ring).
+    const bool cpu_cost = !gpu && mode != "file";
+    cases = shard_slice(cases, shard_k, shard_n, !cpu_cost);
+    meta.nonce = nonce;
+    meta.nonce_source = nonce_source;
     // The build's commit is what the report certifies; MAC_VERIFY_COMMIT (for a build tree
     // without .git, e.g. a copied working tree) is recorded beside it as a declaration only.
     meta.git_commit = msg(MAC_GIT_COMMIT, " (", MAC_VERIFY_GIT_TREE, " at configure time)");
@@ -392,7 +568,7 @@ int main(int argc, char** argv) {
     if (fail_dir.empty()) fail_dir = ".";
 
     auto cost = [&](const CaseSpec& c) {
-      return gpu ? c.cost_expected() : c.cost_reference() + c.cost_expected();
+      return cpu_cost ? c.cost_reference() + c.cost_expected() : c.cost_expected();
     };
     double total = 0;
     for (const auto& c : cases) total += cost(c);
@@ -414,7 +590,7 @@ int main(int argc, char** argv) {
         res.spec = c;
         res.status = CaseStatus::kSkip;
         res.message = msg("kv_len ", c.max_kv_len(), " above --max-context ", max_context);
-      } else if (!gpu && max_cost > 0 && c.cost_reference() > max_cost) {
+      } else if (cpu_cost && max_cost > 0 && c.cost_reference() > max_cost) {
         res.spec = c;
         res.status = CaseStatus::kSkip;
         res.message =
@@ -434,7 +610,11 @@ int main(int argc, char** argv) {
           }
         }
         const std::string base =
-            msg("mac-verify --mode ", mode, mode == "model" ? " --fault " + fault : "");
+            mode == "file" ? msg("mac-verify --grade ", grade_dir)
+            : user_plugin
+                ? msg("mac-verify --impl ", impl_spec, " --nonce ", nonce_text(nonce))
+                : msg("mac-verify --mode ", mode, mode == "model" ? " --fault " + fault : "",
+                      nonce ? " --nonce " + nonce_text(nonce) : std::string());
         const std::string cmd =
             msg(base, " --case ", c.id,
                 written ? msg("   (or: ", base, " --replay ", path, ")") : std::string());
@@ -450,10 +630,10 @@ int main(int argc, char** argv) {
     }
     progress.finish();
     meta.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    meta.finished = utc_now();
+    meta.environment = environment();
     write_report(out, report);
-    write_text_atomic(
-        certificate_path(out),
-        certificate_markdown(report, replays, msg("finished: ", utc_now(), "\n", environment())));
+    write_text_atomic(certificate_path(out), certificate_markdown(report, replays, ""));
     if (!no_summary) std::cout << summary_table(report);
     std::cout << "report: " << out << "\ncertificate: " << certificate_path(out) << "\n";
     return report.exit_code();

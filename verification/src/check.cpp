@@ -83,7 +83,7 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
   tol.entry_rel_l2 *= cond;
   std::vector<StepRecord> records;
   try {
-    CaseInputs in = make_inputs(spec);
+    CaseInputs in = make_inputs(with_nonce(spec, opt.nonce));
     res.heads.resize(static_cast<size_t>(spec.batch) * Hq);
     for (int i = 0; i < spec.batch; ++i)
       for (int h = 0; h < Hq; ++h) {

@@ -74,6 +74,12 @@ int64_t pick_lag(const CaseSpec& c, double u1, double u2) {
 
 }  // namespace
 
+CaseSpec with_nonce(const CaseSpec& spec, uint64_t nonce) {
+  CaseSpec c = spec;
+  if (nonce != 0) c.seed = splitmix64(spec.seed ^ splitmix64(nonce));
+  return c;
+}
+
 double uniform01(uint64_t seed, uint64_t s, uint64_t index) {
   return static_cast<double>(hash3(seed, s, index) >> 11) * 0x1.0p-53;
 }

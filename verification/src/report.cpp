@@ -92,6 +92,12 @@ std::string fnv1a_hex(const std::string& text) {
   return b;
 }
 
+std::string nonce_text(uint64_t nonce) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(nonce));
+  return b;
+}
+
 int Report::count(CaseStatus s) const {
   return static_cast<int>(std::count_if(cases.begin(), cases.end(),
                                         [&](const CaseResult& c) { return c.status == s; }));
@@ -107,6 +113,14 @@ void write_report(const std::string& path, const Report& r) {
     h5::write_attr(f, "device", m.device);
     h5::write_attr(f, "mode", m.mode);
     h5::write_attr(f, "impl", m.impl);
+    h5::write_attr(f, "impl_sha256", m.impl_sha256);
+    h5::write_attr(f, "impl_declared", m.impl_declared);
+    h5::write_attr(f, "impl_caps", m.impl_caps);
+    h5::write_attr(f, "abi_version", int64_t{m.abi_version});
+    h5::write_attr(f, "nonce", nonce_text(m.nonce));
+    h5::write_attr(f, "nonce_source", m.nonce_source);
+    h5::write_attr(f, "finished", m.finished);
+    h5::write_attr(f, "environment", m.environment);
     h5::write_attr(f, "subset", m.subset);
     h5::write_attr(f, "shard", m.shard);
     h5::write_attr(f, "command", m.command);
@@ -214,6 +228,21 @@ Report read_report(const std::string& path) {
   m.device = h5::attr_string(f, "device");
   m.mode = h5::attr_string(f, "mode");
   m.impl = h5::attr_string(f, "impl");
+  // Attributes added with the plugin route; a report written before them reads as a run of
+  // a built-in implementation on the matrix's own seeds.
+  auto opt = [&](const char* name, const std::string& def) {
+    return h5::has_attr(f, name) ? h5::attr_string(f, name) : def;
+  };
+  m.declared_commit = opt("declared_commit", "");
+  m.impl_sha256 = opt("impl_sha256", "");
+  m.impl_declared = opt("impl_declared", "");
+  m.impl_caps = opt("impl_caps", "");
+  m.abi_version =
+      h5::has_attr(f, "abi_version") ? static_cast<int>(h5::attr_int64(f, "abi_version")) : 0;
+  m.nonce = std::strtoull(opt("nonce", "0").c_str(), nullptr, 0);
+  m.nonce_source = opt("nonce_source", "none");
+  m.finished = opt("finished", "");
+  m.environment = opt("environment", "");
   m.subset = h5::attr_string(f, "subset");
   m.shard = h5::attr_string(f, "shard");
   m.command = h5::attr_string(f, "command");
@@ -293,6 +322,11 @@ Report merge_reports(const std::vector<Report>& shards) {
             out.meta.mode, ")");
     require(s.meta.matrix_sha == out.meta.matrix_sha, "merge: matrices differ (", s.meta.matrix_sha,
             " vs ", out.meta.matrix_sha, ")");
+    require(s.meta.impl_sha256 == out.meta.impl_sha256, "merge: implementations differ (sha256 ",
+            s.meta.impl_sha256, " vs ", out.meta.impl_sha256, ")");
+    require(s.meta.nonce == out.meta.nonce, "merge: nonces differ (", nonce_text(s.meta.nonce),
+            " vs ", nonce_text(out.meta.nonce), "); give every shard the same --nonce");
+    out.meta.finished = std::max(out.meta.finished, s.meta.finished);
     out.meta.wall_s = std::max(out.meta.wall_s, s.meta.wall_s);
     shard_list += (shard_list.empty() ? "" : ",") + s.meta.shard;
     if (s.meta.device != out.meta.device &&
@@ -327,6 +361,9 @@ std::string certificate_markdown(const Report& r, const std::vector<std::string>
   os << "# mac-verify certificate: " << r.result() << "\n\n";
   os << "| | |\n|---|---|\n";
   os << "| implementation | " << m.impl << " |\n";
+  if (!m.impl_declared.empty()) os << "| declared name, version | " << m.impl_declared << " |\n";
+  if (!m.impl_sha256.empty()) os << "| implementation SHA-256 | " << m.impl_sha256 << " |\n";
+  if (m.abi_version) os << "| plugin ABI version | " << m.abi_version << " |\n";
   os << "| device | " << m.device << " |\n";
   os << "| mode | " << m.mode << " |\n";
   os << "| driver commit (build) | " << m.git_commit << " |\n";
@@ -334,10 +371,13 @@ std::string certificate_markdown(const Report& r, const std::vector<std::string>
     os << "| driver commit (declared, not verified) | " << m.declared_commit << " |\n";
   os << "| matrix FNV-1a | " << m.matrix_sha << " |\n";
   os << "| subset / shard | " << m.subset << " / " << m.shard << " |\n";
+  os << "| nonce | " << nonce_text(m.nonce) << " (" << m.nonce_source << ") |\n";
   os << "| started | " << m.created << " |\n";
+  if (!m.finished.empty()) os << "| finished | " << m.finished << " |\n";
   os << "| wall | " << m.wall_s << " s |\n";
   os << "| command | `" << m.command << "` |\n\n";
-  os << "## Environment\n\n```\n" << environment << "```\n\n";
+  os << "## Environment\n\n```\n" << environment << m.environment << "```\n\n";
+  if (!m.impl_caps.empty()) os << "## Declared capabilities\n\n```\n" << m.impl_caps << "```\n\n";
   os << "## Tolerances\n\nout rel L2 <= " << m.tol.out_rel_l2 << ", |dL| <= " << m.tol.lse
      << "·max(1,|L|), entry rel L2 <= " << m.tol.entry_rel_l2
      << ", entry |dL| <= " << m.tol.entry_lse << "·max(1,|L|)"
@@ -486,7 +526,7 @@ std::string summary_table(const Report& r) {
 
 void write_failure_file(const std::string& path, const CaseResult& res, const ReportMeta& meta,
                         size_t max_input_bytes) {
-  const CaseInputs in = make_inputs(res.spec);
+  const CaseInputs in = make_inputs(with_nonce(res.spec, meta.nonce));
   io::write_h5_atomically(path, [&](hid_t f) {
     h5::write_attr(f, io::schema::kSchema, io::schema::verify::kCaseName);
     h5::write_attr(f, io::schema::kVersion, kVersion);
@@ -496,6 +536,7 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
     h5::write_attr(f, io::schema::kGitCommit, meta.git_commit);
     h5::write_attr(f, "device", meta.device);
     h5::write_attr(f, "impl", meta.impl);
+    h5::write_attr(f, "nonce", nonce_text(meta.nonce));
     size_t bytes = 0;
     for (const auto& rq : in.requests)
       bytes += 4 * (rq.layer.q_pre.size() + rq.layer.q_post.size() + rq.layer.k.size() +
@@ -584,6 +625,12 @@ std::string read_failure_case_line(const std::string& path) {
       h5::attr_string(f.get(), io::schema::kSchema) == std::string(io::schema::verify::kCaseName),
       "replay file '", path, "': schema is not mac-verify-case");
   return h5::attr_string(f.get(), "case_line");
+}
+
+uint64_t read_failure_nonce(const std::string& path) {
+  const h5::Handle f = h5::open_file(path);
+  if (!h5::has_attr(f.get(), "nonce")) return 0;
+  return std::strtoull(h5::attr_string(f.get(), "nonce").c_str(), nullptr, 0);
 }
 
 }  // namespace mac::verify

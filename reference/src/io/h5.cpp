@@ -34,6 +34,21 @@ struct Type<int8_t> {
   static hid_t file() { return H5T_STD_I8LE; }
   static hid_t mem() { return H5T_NATIVE_INT8; }
 };
+template <>
+struct Type<uint8_t> {
+  static hid_t file() { return H5T_STD_U8LE; }
+  static hid_t mem() { return H5T_NATIVE_UINT8; }
+};
+template <>
+struct Type<uint16_t> {  // raw BF16 bits (mac-verify's file protocol)
+  static hid_t file() { return H5T_STD_U16LE; }
+  static hid_t mem() { return H5T_NATIVE_UINT16; }
+};
+template <>
+struct Type<int32_t> {
+  static hid_t file() { return H5T_STD_I32LE; }
+  static hid_t mem() { return H5T_NATIVE_INT32; }
+};
 
 /*! \brief Throws "<file>: <what...>" unless the HDF5 status or identifier is non-negative. */
 template <typename S, typename... Args>
@@ -361,6 +376,9 @@ MAC_H5_INSTANTIATE(float)
 MAC_H5_INSTANTIATE(double)
 MAC_H5_INSTANTIATE(int64_t)
 MAC_H5_INSTANTIATE(int8_t)
+MAC_H5_INSTANTIATE(uint8_t)
+MAC_H5_INSTANTIATE(uint16_t)
+MAC_H5_INSTANTIATE(int32_t)
 #undef MAC_H5_INSTANTIATE
 
 }  // namespace mac::h5

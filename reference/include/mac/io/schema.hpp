@@ -125,6 +125,12 @@ namespace verify {
 inline constexpr const char* kReportName = "mac-verify";
 inline constexpr const char* kCaseName = "mac-verify-case";
 inline constexpr int64_t kVersion = 1;  //!< of both
+// The file protocol (mac-verify --export / --grade): the export's manifest, one inputs file
+// per case, and the outputs file the user's program writes per case.
+inline constexpr const char* kExportName = "mac-verify-export";
+inline constexpr const char* kInputsName = "mac-verify-inputs";
+inline constexpr const char* kOutputsName = "mac-verify-outputs";
+inline constexpr int64_t kFilesVersion = 1;  //!< of all three
 }  // namespace verify
 
 }  // namespace mac::io::schema

@@ -94,9 +94,12 @@ struct RunOptions {
    *  CUDA kernels, whose ring has that layout. */
   StateStorage expected_storage = StateStorage::kFull;
   bool keep_steps_on_failure = true;
+  /*! \brief Mixed into every case's seed (with_nonce; 0: the matrix's own seeds). */
+  uint64_t nonce = 0;
 };
 
-/*! \brief Generates the inputs, runs `impl` and the expected evaluation, checks every step.
+/*! \brief Generates the inputs (of the case's seed mixed with opt.nonce), runs `impl` and the
+ *  expected evaluation, checks every step.
  *  Exceptions from the implementation become CaseStatus::kError with the message. If
  *  `inputs_out` is non-null the generated inputs are moved there (for reproducers). */
 CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions& opt,

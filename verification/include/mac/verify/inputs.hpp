@@ -45,6 +45,11 @@ struct CaseInputs {
 /*! \brief Generates the inputs of a case (OpenMP over tokens; deterministic). */
 CaseInputs make_inputs(const CaseSpec& spec);
 
+/*! \brief The case with a run's nonce mixed into its seed (nonce 0: the matrix's own seed).
+ *  A certification draws a nonce per run, so its inputs are fresh and an answer cached from an
+ *  earlier run cannot pass, while a replay given the same nonce draws the same inputs. */
+CaseSpec with_nonce(const CaseSpec& spec, uint64_t nonce);
+
 /*! \brief Counter-based uniform in [0, 1) (splitmix64). */
 double uniform01(uint64_t seed, uint64_t stream, uint64_t index);
 

@@ -18,11 +18,21 @@ struct ReportMeta {
   std::string device;           //!< e.g. "NVIDIA H200 (sm_90)" or "cpu"
   std::string mode;             //!< "cpu" | "gpu" | "model"
   std::string impl;             //!< implementation name
-  std::string subset;           //!< "all", "smoke", "case:ID", ...
+  // What was certified, for an implementation from outside the driver (plugin or file
+  // protocol); empty for the built-in ones.
+  std::string impl_sha256;    //!< SHA-256 of the plugin's shared object, or of the graded outputs
+  std::string impl_declared;  //!< the implementation's declared name and version
+  std::string impl_caps;      //!< its declared capabilities (abi::caps_to_text)
+  int abi_version = 0;        //!< plugin ABI version (0: built into the driver)
+  uint64_t nonce = 0;         //!< mixed into every case's seed (0: the matrix's own seeds)
+  std::string nonce_source = "none";  //!< "drawn" by this run, "given" (--nonce), or "none"
+  std::string subset;                 //!< "all", "smoke", "case:ID", ...
   std::string shard = "0/1";
-  std::string command;     //!< the command line
-  std::string created;     //!< UTC time
-  std::string matrix_sha;  //!< FNV-1a 64 of the matrix text (hex)
+  std::string command;      //!< the command line
+  std::string created;      //!< UTC time the run started
+  std::string finished;     //!< UTC time it ended
+  std::string environment;  //!< machine and build: CPU, GPU, CUDA, compiler and flags (lines)
+  std::string matrix_sha;   //!< FNV-1a 64 of the matrix text (hex)
   Tolerances tol;
   double wall_s = 0;
   int threads = 0;
@@ -68,6 +78,12 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
                         size_t max_input_bytes = size_t(512) << 20);
 /*! \brief The case line stored in a failure file (for --replay). */
 std::string read_failure_case_line(const std::string& path);
+
+/*! \brief A nonce as the report and the replay commands write it: 0x and 16 hex digits. */
+std::string nonce_text(uint64_t nonce);
+
+/*! \brief The nonce stored in a failure file (0 if none). */
+uint64_t read_failure_nonce(const std::string& path);
 
 /*! \brief FNV-1a 64-bit hash of a text, as 16 hex digits. */
 std::string fnv1a_hex(const std::string& text);

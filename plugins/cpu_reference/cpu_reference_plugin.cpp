@@ -1,0 +1,316 @@
+// The CPU reference served through the plugin ABI (verification/include/mac/verify/plugin_abi.h):
+// DESIGN §3 for one step, built from the reference's own pieces (mac::ref::canonical_d2 for
+// the match, mac::ref::attend<float> for band, sinks and tail, mac::ref::merge, the ranges of
+// mac::step_ranges). The driver judges it with the FP32 reference's tight limits.
+//
+// The same source builds several plugins (plugins/CMakeLists.txt), each with one switch:
+//   MACV_PRODUCTION            the production layout: BF16 output and ring o, base-2 LSE
+//                              (the driver converts), and its own prefill (macv_prefill);
+//                              DESIGN §4's limits
+//   MACV_FAULT_TIE_NEWER       ties go to the newer candidate (must fail the tie family)
+//   MACV_FAULT_PREVIOUS_OUTPUT returns the previous step's output (must fail)
+//   MACV_FAULT_LSE_BASE2       writes a base-2 output LSE without declaring it (must fail)
+//   MACV_FAULT_SEGFAULT        raises SIGSEGV in every step of a D = 256 case (ERROR cases)
+//   MACV_FAULT_HANG            never returns from a step of a D = 256 case (ERROR on timeout)
+#include "mac/ref/attention.hpp"
+#include "mac/ref/bf16.hpp"
+#include "mac/ref/match.hpp"
+#include "mac/semantics.hpp"
+#include "mac/verify/plugin_abi.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#ifndef MAC_GIT_COMMIT
+#define MAC_GIT_COMMIT "unknown"
+#endif
+
+#ifndef MACV_PRODUCTION
+#define MACV_PRODUCTION 0
+#endif
+
+namespace {
+
+using mac::ref::AttnState;
+
+#if MACV_PRODUCTION
+constexpr int kValueDtype = MACV_BF16;  // output o and ring o
+constexpr bool kBase2 = true;
+#else
+constexpr int kValueDtype = MACV_F32;
+constexpr bool kBase2 = false;
+#endif
+
+const char* plugin_name() {
+#if MACV_PRODUCTION
+  return "reference-fp32/production-abi";
+#elif MACV_FAULT_TIE_NEWER
+  return "reference-fp32/fault:tie-newer";
+#elif MACV_FAULT_PREVIOUS_OUTPUT
+  return "reference-fp32/fault:previous-output";
+#elif MACV_FAULT_LSE_BASE2
+  return "reference-fp32/fault:lse-base2";
+#elif MACV_FAULT_SEGFAULT
+  return "reference-fp32/fault:segfault";
+#elif MACV_FAULT_HANG
+  return "reference-fp32/fault:hang";
+#else
+  return "reference-fp32";
+#endif
+}
+
+/*! Element (i0, i1, …) of a strided tensor. */
+template <typename T, typename... I>
+T* at(const macv_tensor& t, I... idx) {
+  const int64_t i[] = {static_cast<int64_t>(idx)...};
+  int64_t e = 0;
+  for (size_t k = 0; k < sizeof...(I); ++k) e += i[k] * t.strides[k];
+  return static_cast<T*>(t.data) + e;
+}
+
+template <typename... I>
+float load(const macv_tensor& t, I... idx) {
+  if (t.dtype == MACV_BF16) return mac::ref::bf16_from_bits(*at<uint16_t>(t, idx...));
+  return *at<float>(t, idx...);
+}
+
+template <typename... I>
+void store(const macv_tensor& t, float x, I... idx) {
+  if (t.dtype == MACV_BF16)
+    *at<uint16_t>(t, idx...) = mac::ref::bf16_bits(mac::ref::round_bf16(x));
+  else
+    *at<float>(t, idx...) = x;
+}
+
+float lse_out(double lse) { return static_cast<float>(kBase2 ? mac::lse_to_log2(lse) : lse); }
+double lse_in(float lse) { return kBase2 ? mac::lse_from_log2(static_cast<double>(lse)) : lse; }
+
+int fail(char* err, size_t n, const std::string& what) {
+  std::snprintf(err, n, "%s", what.c_str());
+  return 1;
+}
+
+/*! Keys and values [0, kv_len) of request b gathered from the paged cache (BF16 → float). */
+mac::ref::LayerData gather(const macv_params& p, const macv_tensor& kc, const macv_tensor& vc,
+                           const macv_tensor& pt, int64_t b, int64_t kv_len) {
+  mac::ref::LayerData L;
+  L.tokens = kv_len;
+  L.num_q_heads = p.num_q_heads;
+  L.num_kv_heads = p.num_kv_heads;
+  L.head_dim = p.head_dim;
+  L.k.resize(static_cast<size_t>(kv_len * p.num_kv_heads * p.head_dim));
+  L.v.resize(L.k.size());
+  const bool nhd = p.kv_layout == MACV_KV_NHD;
+  for (int64_t t = 0; t < kv_len; ++t) {
+    const int64_t page = *at<int32_t>(pt, b, t / p.page_size), row = t % p.page_size;
+    for (int64_t hk = 0; hk < p.num_kv_heads; ++hk) {
+      const uint16_t* k = nhd ? at<uint16_t>(kc, page, row, hk) : at<uint16_t>(kc, page, hk, row);
+      const uint16_t* v = nhd ? at<uint16_t>(vc, page, row, hk) : at<uint16_t>(vc, page, hk, row);
+      float* kd = L.k.data() + (t * p.num_kv_heads + hk) * p.head_dim;
+      float* vd = L.v.data() + (t * p.num_kv_heads + hk) * p.head_dim;
+      for (int64_t d = 0; d < p.head_dim; ++d) {
+        kd[d] = mac::ref::bf16_from_bits(k[d]);
+        vd[d] = mac::ref::bf16_from_bits(v[d]);
+      }
+    }
+  }
+  return L;
+}
+
+/*! The D BF16 values starting at `p` as floats. */
+std::vector<float> row(const uint16_t* p, int64_t D) {
+  std::vector<float> v(static_cast<size_t>(D));
+  for (int64_t d = 0; d < D; ++d) v[static_cast<size_t>(d)] = mac::ref::bf16_from_bits(p[d]);
+  return v;
+}
+
+}  // namespace
+
+struct macv_handle {
+  macv_params p;
+  std::vector<float> prev_o, prev_lse;  // MACV_FAULT_PREVIOUS_OUTPUT only
+};
+
+extern "C" {
+
+int32_t macv_abi_version(void) { return MACV_ABI_VERSION; }
+
+int32_t macv_query(macv_caps* c, char*, size_t) {
+  std::snprintf(c->name, sizeof c->name, "%s", plugin_name());
+  std::snprintf(c->version, sizeof c->version, "%s", MAC_GIT_COMMIT);
+  c->device = MACV_DEVICE_CPU;
+  const int dims[] = {64, 128, 256};
+  for (int i = 0; i < 3; ++i) c->head_dims[i] = dims[i];
+  c->num_head_dims = 3;  // canonical_d2 needs D a multiple of 16; DESIGN §4's three
+  c->kv_layouts = MACV_KV_NHD | MACV_KV_HND;
+  c->ring_layouts = MACV_RING_HEAD_MAJOR | MACV_RING_SLOT_MAJOR;
+  c->sinks = 1;
+  c->out_dtype = kValueDtype;
+  c->ring_o_dtype = kValueDtype;
+  c->lse_base2 = kBase2 ? 1 : 0;
+  c->strided_io = 1;
+  c->reports_keys_read = 1;
+  c->writes_ring = 1;
+  c->prefills = MACV_PRODUCTION ? 1 : 0;
+  c->tight_tolerances = MACV_PRODUCTION ? 0 : 1;
+  return 0;
+}
+
+int32_t macv_create(const macv_params* p, void*, macv_handle** out, char* err, size_t n) {
+  if (!mac::supported_head_dim(p->head_dim))
+    return fail(err, n, "head_dim " + std::to_string(p->head_dim) + " is not 64, 128 or 256");
+  *out = new macv_handle{*p, {}, {}};
+  return 0;
+}
+
+void macv_destroy(macv_handle* h) { delete h; }
+
+namespace {
+int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out, char* err,
+             size_t n) {
+  const macv_params& p = h->p;
+  const int64_t B = p.batch, Hq = p.num_q_heads, D = p.head_dim, M = p.ring;
+  const int64_t G = Hq / p.num_kv_heads, r = p.tail, F = p.sinks;
+#if MACV_FAULT_SEGFAULT
+  if (D == 256) raise(SIGSEGV);
+#endif
+#if MACV_FAULT_HANG
+  while (D == 256) pause();
+#endif
+  if (in->q.strides[2] != 1 || out->o.strides[2] != 1)
+    return fail(err, n, "q and o need a contiguous head dimension");
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t m = *at<int64_t>(in->position, b);
+    const bool ready = *at<uint8_t>(in->ready, b) != 0;
+    const auto layer = gather(p, in->k_cache, in->v_cache, in->page_table, b, m + 1);
+    const bool eligible = m >= p.gen_min && ready && m >= 1;  // DESIGN §3 step 1
+    for (int64_t h2 = 0; h2 < Hq; ++h2) {
+      const auto qt = row(at<uint16_t>(in->q_tilde, b, h2, 0), D);
+      const auto q = row(at<uint16_t>(in->q, b, h2, 0), D);
+      // 2. Match: argmin (d2, p) over the candidates whose slot holds them, ascending p with a
+      // strict '<' (ties to the older); a NaN never displaces a number; validity second.
+      int64_t best = -1;
+      float bd = std::numeric_limits<float>::quiet_NaN();
+      for (int64_t c = std::max<int64_t>(0, m - M); eligible && c < m; ++c) {
+        if (*at<int64_t>(in->ring_pos, b, h2, c % M) != c) continue;
+        const float d2 = mac::ref::canonical_d2(
+            qt.data(), row(at<uint16_t>(in->ring_q, b, h2, c % M, 0), D).data(), D);
+#if MACV_FAULT_TIE_NEWER
+        const bool better = d2 <= bd;
+#else
+        const bool better = d2 < bd;
+#endif
+        if (best < 0 || better || (std::isnan(bd) && !std::isnan(d2))) {
+          best = c;
+          bd = d2;
+        }
+      }
+      AttnState<float> prefix = AttnState<float>::empty(D);
+      bool hit = false;
+      if (best >= 0 && bd < p.threshold) {
+        const float L = static_cast<float>(lse_in(*at<float>(in->ring_lse, b, h2, best % M)));
+        const bool usable =
+            L > -std::numeric_limits<float>::infinity() && !(F > 0 && mac::prefix_end(best, r) < F);
+        if (usable) {
+          hit = true;
+          prefix.lse = L;
+          for (int64_t d = 0; d < D; ++d) prefix.o[d] = load(in->ring_o, b, h2, best % M, d);
+        }
+      }
+      // 3–5. Amend, cache write, complete.
+      const auto k = mac::step_ranges(m, hit ? best : -1, r, F);
+      const int64_t hk = h2 / G;
+      const double s = p.softmax_scale;
+      const auto band = mac::ref::attend<float>(layer, hk, q.data(), s, k.band_begin, k.band_end);
+      const auto entry = mac::ref::merge(prefix, band);
+      const auto sink = mac::ref::attend<float>(layer, hk, q.data(), s, 0, k.sink_end);
+      const auto tail = mac::ref::attend<float>(layer, hk, q.data(), s, k.tail_begin, k.kv_len);
+      const auto res = mac::ref::merge(mac::ref::merge(entry, sink), tail);
+      if (ready) {
+        const int64_t j = m % M;
+        std::memcpy(at<uint16_t>(in->ring_q, b, h2, j, 0), at<uint16_t>(in->q_tilde, b, h2, 0),
+                    static_cast<size_t>(D) * 2);
+        for (int64_t d = 0; d < D; ++d)
+          store(in->ring_o, entry.is_empty() ? 0.f : entry.o[d], b, h2, j, d);
+        *at<float>(in->ring_lse, b, h2, j) = lse_out(entry.lse);
+        *at<int64_t>(in->ring_pos, b, h2, j) = m;
+      }
+      *at<uint8_t>(out->hit, b, h2) = hit ? 1 : 0;
+      *at<int64_t>(out->match_pos, b, h2) = hit ? best : -1;
+      if (out->keys_read.data) *at<int64_t>(out->keys_read, b, h2) = k.keys_read();
+      float o_lse = lse_out(res.lse);
+#if MACV_FAULT_LSE_BASE2
+      o_lse = static_cast<float>(mac::lse_to_log2(static_cast<double>(res.lse)));
+#endif
+      std::vector<float> o(res.o.data(), res.o.data() + D);
+#if MACV_FAULT_PREVIOUS_OUTPUT
+      // Answers with what it computed one step earlier for this (request, head).
+      const size_t e = static_cast<size_t>(b * Hq + h2);
+      if (h->prev_o.empty()) {
+        h->prev_o.assign(static_cast<size_t>(B * Hq * D), std::nanf(""));
+        h->prev_lse.assign(static_cast<size_t>(B * Hq), std::nanf(""));
+      }
+      std::vector<float> now = o;
+      const float now_lse = o_lse;
+      if (!std::isnan(h->prev_lse[e])) {
+        o.assign(h->prev_o.begin() + static_cast<int64_t>(e) * D,
+                 h->prev_o.begin() + static_cast<int64_t>(e + 1) * D);
+        o_lse = h->prev_lse[e];
+      }
+      std::copy(now.begin(), now.end(), h->prev_o.begin() + static_cast<int64_t>(e) * D);
+      h->prev_lse[e] = now_lse;
+#endif
+      for (int64_t d = 0; d < D; ++d) store(out->o, o[static_cast<size_t>(d)], b, h2, d);
+      *at<float>(out->lse, b, h2) = o_lse;
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+int32_t macv_step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out, void*,
+                  char* err, size_t n) {
+  try {  // no C++ exception may cross the C ABI
+    return step(h, in, out, err, n);
+  } catch (const std::exception& e) {
+    return fail(err, n, e.what());
+  }
+}
+
+#if MACV_PRODUCTION
+/*! The prompt entries: attn(q_p, [Fe(E(p)), E(p))) in FP32, stored as the ring declares. */
+int32_t macv_prefill(macv_handle* h, const macv_prefill_inputs* in, void*, char* err,
+                     size_t n) try {
+  const macv_params& p = h->p;
+  const int64_t Hq = p.num_q_heads, D = p.head_dim, M = p.ring, G = Hq / p.num_kv_heads;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t first = *at<int64_t>(in->first_pos, b), count = *at<int64_t>(in->count, b);
+    const auto layer = gather(p, in->k_cache, in->v_cache, in->page_table, b, first + count);
+    for (int64_t j = 0; j < count; ++j)
+      for (int64_t h2 = 0; h2 < Hq; ++h2) {
+        const int64_t pos = first + j, e = mac::prefix_end(pos, p.tail);
+        const auto q = row(at<uint16_t>(in->q, b, j, h2, 0), D);
+        const auto st = mac::ref::attend<float>(layer, h2 / G, q.data(), p.softmax_scale,
+                                                mac::sink_end(p.sinks, e), e);
+        std::memcpy(at<uint16_t>(in->ring_q, b, h2, pos % M, 0),
+                    at<uint16_t>(in->q_tilde, b, j, h2, 0), static_cast<size_t>(D) * 2);
+        for (int64_t d = 0; d < D; ++d)
+          store(in->ring_o, st.is_empty() ? 0.f : st.o[d], b, h2, pos % M, d);
+        *at<float>(in->ring_lse, b, h2, pos % M) = lse_out(st.lse);
+        *at<int64_t>(in->ring_pos, b, h2, pos % M) = pos;
+      }
+  }
+  return 0;
+} catch (const std::exception& e) {
+  return fail(err, n, e.what());
+}
+#endif
+
+}  // extern "C"

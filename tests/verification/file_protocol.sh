@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The file protocol end to end (docs/verification.md): export the smoke subset with declared
+# capabilities (D = 256 not supported: those cases are not applicable), run the pure-numpy
+# reference kernel over it with the Python helper (verification/python/macv_files.py), grade
+# it: PASS. Then a copy of the outputs with one output element of one case changed by 1 %
+# grades FAIL in that case's family, and --export-case writes one case.
+# Usage: file_protocol.sh MAC_VERIFY PYTHON SOURCE_DIR WORK_DIR
+set -euo pipefail
+mv=$1 py=$2 src=$3 work=$4
+rm -rf "$work"
+mkdir -p "$work"
+cat > "$work/caps.txt" <<'CAPS'
+name = numpy-reference
+head_dims = 64, 128
+kv_layouts = nhd
+out_dtype = f32
+ring_o_dtype = f32
+reports_keys_read = 1
+tight_tolerances = 1
+CAPS
+"$mv" --export "$work/export" --caps "$work/caps.txt" --subset smoke
+"$py" "$src/verification/python/numpy_reference_kernel.py" "$work/export"
+
+set +e
+"$mv" --grade "$work/export" --out "$work/grade.h5" --quiet --no-summary
+rc=$?
+set -e
+test "$rc" -eq 0 || { echo "file_protocol: grading the reference's outputs exited $rc" >&2; exit 1; }
+grep -q '^# mac-verify certificate: PASS' "$work/grade.md"
+grep -q '^| d256 | 0 | 0 | 0 | 0 | 2 |' "$work/grade.md"   # not applicable, counted apart
+grep -q 'declared name, version | numpy-reference 1 |' "$work/grade.md"
+grep -Eq 'implementation SHA-256 \| [0-9a-f]{64} \|' "$work/grade.md"
+
+cp -r "$work/export/outputs" "$work/corrupt"
+"$py" - "$work/corrupt/case-00016.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    o = f["o"][()]
+    o[2, 0, 1, 5] *= 1.01
+    f["o"][...] = o
+PY
+set +e
+"$mv" --grade "$work/export" --outputs "$work/corrupt" --out "$work/corrupt.h5" --quiet --no-summary --max-repro 0
+rc=$?
+set -e
+test "$rc" -eq 1 || { echo "file_protocol: grading corrupted outputs exited $rc, not 1" >&2; exit 1; }
+grep -q '^| grid | 14 | 1 |' "$work/corrupt.md"
+grep -q 'output rel L2' "$work/corrupt.md"
+
+"$mv" --export-case 404 --export "$work/one" --caps "$work/caps.txt" | grep -q 'exported 1 case'
+test -f "$work/one/inputs/case-00404.h5"
+echo "file_protocol: export, grade PASS, corrupted outputs FAIL, --export-case: all as expected"

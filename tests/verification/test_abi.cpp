@@ -1,0 +1,163 @@
+// The ABI core's checks against an implementation gaming the driver (abi_case.hpp), each
+// shown to catch what it is meant to: the CPU reference plugin, loaded into this process
+// through the in-process channel, with one deliberate misbehaviour added after its step.
+// Also: capabilities as text, applicability, the nonce, SHA-256 and the input hash.
+#include <boost/test/unit_test.hpp>
+
+#include "mac/verify/check.hpp"
+#include "mac/verify/plugin.hpp"
+#include "mac/verify/sha256.hpp"
+
+#include <cstring>
+
+using namespace mac;
+using namespace mac::verify;
+
+namespace {
+
+enum class Misdeed {
+  kNone,
+  kChangeQ,         //!< flips a bit of the input q
+  kChangeKCache,    //!< flips a bit of the K cache
+  kWriteOtherSlot,  //!< changes L of ring slot (m + 1) mod M (not the one it may write)
+  kSkipHit,         //!< leaves hit of (request 0, head 0) unwritten
+  kWriteNotReady,   //!< changes ring slot m mod M of request 0, which is not ready
+};
+
+PluginApi g_reference;
+Misdeed g_misdeed = Misdeed::kNone;
+
+int32_t misbehaving_step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
+                         void* stream, char* err, size_t n) {
+  const int32_t rc = g_reference.step(h, in, out, stream, err, n);
+  const int64_t m = *static_cast<const int64_t*>(in->position.data);
+  const int64_t M = in->ring_lse.shape[2];
+  float* L = static_cast<float*>(in->ring_lse.data);
+  switch (g_misdeed) {
+    case Misdeed::kNone: break;
+    case Misdeed::kChangeQ: static_cast<uint16_t*>(in->q.data)[0] ^= 1; break;
+    case Misdeed::kChangeKCache: static_cast<uint16_t*>(in->k_cache.data)[0] ^= 1; break;
+    case Misdeed::kWriteOtherSlot: L[((m + 1) % M) * in->ring_lse.strides[2]] += 1; break;
+    case Misdeed::kSkipHit: static_cast<uint8_t*>(out->hit.data)[0] = 0xA5; break;
+    case Misdeed::kWriteNotReady: L[(m % M) * in->ring_lse.strides[2]] += 1; break;
+  }
+  return rc;
+}
+
+CaseResult run_with(Misdeed d, int id, uint64_t nonce = 0) {
+  if (!g_reference.step)
+    g_reference = load_plugin(MAC_BINARY_DIR "/plugins/mac_plugin_reference.so");
+  g_misdeed = d;
+  PluginApi api = g_reference;
+  api.step = misbehaving_step;
+  auto impl = make_abi_impl(make_local_channel(api), "reference-under-test", "cpu", 0);
+  RunOptions opt;
+  opt.tol = Tolerances::cpu();
+  opt.keep_steps_on_failure = false;
+  opt.nonce = nonce;
+  return run_case(builtin_matrix()[static_cast<size_t>(id)], *impl, opt);
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(abi_core)
+
+// Case 0: batch of 3, D = 64, ready; case 516: three requests, the first and the last not
+// ready (pattern 010).
+BOOST_AUTO_TEST_CASE(reference_through_the_abi_passes) {
+  for (int id : {0, 516}) {
+    const auto r = run_with(Misdeed::kNone, id);
+    BOOST_TEST_INFO("case " << id << ": " << r.message);
+    BOOST_TEST((r.status == CaseStatus::kPass), r.message);
+    BOOST_TEST(r.entries_checked > 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(changed_inputs_fail) {
+  auto r = run_with(Misdeed::kChangeQ, 0);
+  BOOST_TEST((r.status == CaseStatus::kFail), r.message);
+  BOOST_TEST(contains(r.message, "changed its input q "), r.message);
+  r = run_with(Misdeed::kChangeKCache, 0);
+  BOOST_TEST((r.status == CaseStatus::kFail), r.message);
+  BOOST_TEST(contains(r.message, "changed its input k_cache"), r.message);
+}
+
+BOOST_AUTO_TEST_CASE(a_ring_slot_it_may_not_write_fails) {
+  const auto r = run_with(Misdeed::kWriteOtherSlot, 0);
+  BOOST_TEST((r.status == CaseStatus::kFail), r.message);
+  BOOST_TEST(contains(r.message, "a step may write only slot m mod M"), r.message);
+}
+
+BOOST_AUTO_TEST_CASE(an_unwritten_output_fails) {
+  const auto r = run_with(Misdeed::kSkipHit, 0);
+  BOOST_TEST((r.status == CaseStatus::kFail), r.message);
+  BOOST_TEST(contains(r.message, "not written"), r.message);
+}
+
+BOOST_AUTO_TEST_CASE(a_write_for_a_request_not_ready_fails) {
+  const auto r = run_with(Misdeed::kWriteNotReady, 516);
+  BOOST_TEST((r.status == CaseStatus::kFail), r.message);
+  BOOST_TEST((contains(r.message, "not ready") || contains(r.message, "may write only")),
+             r.message);
+}
+
+BOOST_AUTO_TEST_CASE(the_nonce_draws_other_inputs_reproducibly) {
+  const CaseSpec& c = builtin_matrix()[0];
+  BOOST_TEST(with_nonce(c, 0).seed == c.seed);
+  BOOST_TEST(with_nonce(c, 7).seed != c.seed);
+  BOOST_TEST(with_nonce(c, 7).seed == with_nonce(c, 7).seed);
+  BOOST_TEST(with_nonce(c, 7).seed != with_nonce(c, 8).seed);
+  const auto a = run_with(Misdeed::kNone, 0, 7), b = run_with(Misdeed::kNone, 0, 7);
+  const auto z = run_with(Misdeed::kNone, 0, 0);
+  BOOST_TEST((a.status == CaseStatus::kPass), a.message);
+  BOOST_TEST(a.rel_l2_max == b.rel_l2_max);  // same nonce, same inputs, same bits
+  BOOST_TEST(a.rel_l2_max != z.rel_l2_max);  // another nonce, other inputs
+}
+
+BOOST_AUTO_TEST_CASE(capabilities_as_text) {
+  const macv_caps c = verify::abi::caps_from_text(
+      "name = k\nhead_dims = 64, 128\ngqa_ratios = any\nkv_layouts = nhd,hnd\nsinks = 0\n"
+      "out_dtype = f32\nring_o_dtype = f32\ntight_tolerances = 1\nvariants = fused,side\n");
+  BOOST_TEST(verify::abi::validate_caps(c) == "");
+  BOOST_TEST(c.num_head_dims == 2);
+  BOOST_TEST(c.kv_layouts == (MACV_KV_NHD | MACV_KV_HND));
+  BOOST_TEST(verify::abi::caps_to_text(verify::abi::caps_from_text(verify::abi::caps_to_text(c))) ==
+             verify::abi::caps_to_text(c));
+  BOOST_CHECK_THROW(verify::abi::caps_from_text("head_dim = 64\n"), InputError);
+  BOOST_CHECK_THROW(verify::abi::caps_from_text("out_dtype = fp16\n"), InputError);
+  // Tight limits need FP32 outputs and ring.
+  BOOST_TEST(verify::abi::validate_caps(
+                 verify::abi::caps_from_text("name = k\ntight_tolerances = 1\n")) != "");
+  // Applicability names the value and the declared list.
+  const auto& m = builtin_matrix();
+  BOOST_TEST(verify::abi::not_applicable(c, m[240]) ==
+             "head dim 256 not among the declared 64,128");
+  BOOST_TEST(contains(verify::abi::not_applicable(c, m[16]), "sinks F = "));  // case 16 has F = 64
+  BOOST_TEST(verify::abi::not_applicable(c, m[0]) == "");
+  // A case's k3 column picks the variant of that name.
+  BOOST_TEST(verify::abi::choose(c, m[0]).variant == 0);  // k3 = fused
+}
+
+BOOST_AUTO_TEST_CASE(sha256_and_input_hash) {
+  // FIPS 180-4 examples.
+  BOOST_TEST(sha256_text("abc") ==
+             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  BOOST_TEST(sha256_text("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  BOOST_TEST(sha256_text(std::string(1000, 'a')) ==
+             "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+  // Any one changed bit of an input changes its hash.
+  std::vector<uint8_t> v(1037, 0x5a);
+  const uint64_t h0 = verify::abi::hash_bytes(v.data(), v.size());
+  for (size_t i : {size_t(0), size_t(31), size_t(32), size_t(1036)}) {
+    v[i] ^= 4;
+    BOOST_TEST(verify::abi::hash_bytes(v.data(), v.size()) != h0);
+    v[i] ^= 4;
+  }
+  BOOST_TEST(verify::abi::hash_bytes(v.data(), v.size()) == h0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
