@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
   bool explain = false, quiet = false, synthetic = false, strict = false, per_head = false;
   std::vector<int64_t> explain_steps;
   mac::MacParams p;
-  mac::ref::SynthParams synth;
+  mac::ref::SynthParams synth = mac::ref::SynthParams::calibrated();
+  std::string synth_model = "v2";
   app.add_option("--trace", trace_path,
                  "trace file (HDF5, schema mac-trace v1); default: the committed fixture")
       ->check(CLI::ExistingFile);
@@ -135,6 +136,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", synth.seed, "seed of the synthetic trace")->capture_default_str();
   app.add_option("--synth-tokens", synth.tokens, "tokens of the synthetic trace")
       ->capture_default_str();
+  app.add_option("--synth-model", synth_model,
+                 "synthetic model: v2 (calibrated against the SmolLM2 fixture) | v1 "
+                 "(docs/synthetic-traces.md)")
+      ->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress lines");
   CLI11_PARSE(app, argc, argv);
 
@@ -162,6 +167,9 @@ int main(int argc, char** argv) {
     mac::ref::Trace trace;
     std::vector<int64_t> layers;
     if (synthetic) {
+      mac::require(synth_model == "v1" || synth_model == "v2", "--synth-model '", synth_model,
+                   "' is not v1 or v2");
+      if (synth_model == "v1") synth.rope_tilt = mac::ref::SynthParams{}.rope_tilt;
       synth.validate();
       trace = mac::ref::generate_synthetic_trace(synth);
       mac::require(layer < synth.num_layers, "--layer ", layer, " is outside [0, ",
@@ -238,6 +246,7 @@ int main(int argc, char** argv) {
       cfg.steps = steps;
       cfg.progress = !quiet;
       cfg.baselines = true;
+      cfg.attention_stats = true;
       cfg.label = "layer " + std::to_string(layers[li]);
       cfg.validate(L);
       const int64_t first = cfg.prefill, last = cfg.prefill + cfg.num_steps(L) - 1;

@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 namespace mac::sim {
@@ -84,6 +85,11 @@ void print_layer(const LayerRun& run, bool per_head) {
     std::printf("  stepper vs FP64 oracle of the same decisions: max rel L2 %.2e\n",
                 s.max_ref_rel_l2);
   }
+  if (s.attention_count > 0)
+    std::printf(
+        "  exact attention: entropy %.2f nats (as spread as %.0f equally weighted keys), the tail "
+        "holds %.1f%% of the mass\n",
+        s.mean_entropy(), std::exp(s.mean_entropy()), 100.0 * s.mean_tail_mass());
   if (per_head) {
     std::printf("  %5s %7s %7s %12s\n", "head", "hit%", "kv%", "max relL2");
     for (int64_t h = 0; h < s.heads; ++h) {
@@ -168,6 +174,9 @@ void layer_json(tools::JsonWriter& js, const LayerRun& run) {
   stats_json(js, "mac_where_random_entry", s.hit_random_mac);
   js.end_object();
   js.value("stepper_vs_oracle_max_rel_l2", s.max_ref_rel_l2);
+  js.begin_object("attention");
+  js.value("entropy_mean", s.mean_entropy()).value("tail_mass_mean", s.mean_tail_mass());
+  js.end_object();
   std::vector<double> hh, hk, hm;
   for (int64_t h = 0; h < s.heads; ++h) {
     hh.push_back(frac(s.head_hits[static_cast<size_t>(h)], s.steps));

@@ -99,6 +99,31 @@ std::pair<int64_t, ref::AttnState<double>> random_entry(const ref::DecodeStepper
   return {e->pos, e->state.template cast<double>()};
 }
 
+/*! \brief Entropy (nats) of exact attention of head h at m over [0, m] and the mass of
+ *  [tail_begin, m]: H = L − Σ_t p_t·x_t with x_t = s·q_m·k_t, p_t = e^{x_t − L}. */
+std::pair<double, double> attention_stats(const ref::LayerData& layer, double scale, int64_t m,
+                                          int64_t h, int64_t tail_begin) {
+  const int64_t D = layer.head_dim, hk = h / layer.group_size();
+  const float* q = layer.q_post_at(m, h);
+  std::vector<double> x(static_cast<size_t>(m + 1));
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t t = 0; t <= m; ++t) {
+    const float* k = layer.k.data() + (t * layer.num_kv_heads + hk) * D;
+    double d = 0;
+    for (int64_t i = 0; i < D; ++i) d += static_cast<double>(q[i]) * static_cast<double>(k[i]);
+    x[static_cast<size_t>(t)] = scale * d;
+    mx = std::max(mx, x[static_cast<size_t>(t)]);
+  }
+  double z = 0, zx = 0, zt = 0;
+  for (int64_t t = 0; t <= m; ++t) {
+    const double e = std::exp(x[static_cast<size_t>(t)] - mx);
+    z += e;
+    zx += e * x[static_cast<size_t>(t)];
+    if (t >= tail_begin) zt += e;
+  }
+  return {mx + std::log(z) - zx / z, zt / z};
+}
+
 /*! \brief The baselines of one hit (SimConfig::baselines, simulate.hpp), in FP64 with the
  *  current query: window = band ⊕ (sinks ⊕ tail), no band = entry(p) ⊕ (sinks ⊕ tail),
  *  random = (entry(p′) ⊕ attn(q_m, [E(p′), E(m)))) ⊕ (sinks ⊕ tail). */
@@ -188,6 +213,18 @@ SimSummary run(const ref::LayerData& layer, double scale, const SimConfig& cfg,
         r.random_pos = -1;
         r.window_rel_l2 = r.noband_rel_l2 = r.random_rel_l2 =
             std::numeric_limits<double>::quiet_NaN();
+      }
+      if (cfg.attention_stats) {
+        std::vector<std::pair<double, double>> st(static_cast<size_t>(Hq));
+#pragma omp parallel for schedule(dynamic)
+        for (int64_t h = 0; h < Hq; ++h)
+          st[static_cast<size_t>(h)] =
+              attention_stats(layer, scale, m, h, prefix_end(m, cfg.params.tail));
+        for (const auto& x : st) {
+          sum.entropy_sum += x.first;
+          sum.tail_mass_sum += x.second;
+          ++sum.attention_count;
+        }
       }
       if (baselines) {
 #pragma omp parallel for schedule(dynamic)
