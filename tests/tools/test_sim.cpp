@@ -273,4 +273,29 @@ BOOST_AUTO_TEST_CASE(explain_shows_the_downdate_path_when_chosen) {
   BOOST_TEST(split.out.find("4 cache write") < split.out.find("5 complete"));
 }
 
+// The calibrated synthetic model (v2, docs/synthetic-traces.md) reuses with the real
+// fixture's error (hit error medians 0.07-0.26 by layer there; 0.07 here), v1 with an error
+// the size of the output (0.70). The limits sit between the two, so this fails if the
+// calibration is lost either way.
+BOOST_AUTO_TEST_CASE(synthetic_v2_reuses_with_the_fixtures_error_and_v1_does_not) {
+  const auto dir = scratch_dir();
+  const auto median = [&](const std::string& model) {
+    const auto json = (dir / (model + ".json")).string();
+    const auto r = run_sim("--synthetic --synth-tokens 512 --layer 0 --synth-model " + model +
+                           " --json " + json);
+    BOOST_TEST_REQUIRE(r.status == 0, r.out);
+    std::ifstream f(json);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string s = ss.str(), key = "\"mac\": {";
+    const auto at = s.find("\"rel_l2_median\": ", s.find(key));
+    BOOST_TEST_REQUIRE(at != std::string::npos, s);
+    return std::stod(s.substr(at + 17));
+  };
+  const double v2 = median("v2"), v1 = median("v1");
+  BOOST_TEST(v2 < 0.3, "v2 hit error median " << v2);
+  BOOST_TEST(v1 > 0.5, "v1 hit error median " << v1);
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
