@@ -14,6 +14,18 @@ COLORS = {"sinks": "#7f7f7f", "prefix": "#4c72b0", "band": "#dd8452", "tail": "#
 DPI = 110
 
 
+def key_axis(ax, m, xlim, ylim, xlabel):
+    """A horizontal axis of key positions [0, m] and nothing else (the strip and the chain)."""
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.set_yticks([])
+    ax.set_xticks(range(0, m + 2, 100))
+    ax.spines["bottom"].set_bounds(0, m + 1)
+    ax.set_xlabel(xlabel)
+    for s in ("left", "right", "top"):
+        ax.spines[s].set_visible(False)
+
+
 def share(L, L_out):
     """Share of the output's softmax mass held by a piece with LSE L (natural log)."""
     return 0.0 if L is None else math.exp(L - L_out)
@@ -49,14 +61,8 @@ def strip(d, path):
     for x, lab in ((d["entry_end"], "E(p)"), (d["band_end"], "E(m)")):
         ax.plot([x, x], [-0.08, 1.0], color="black", lw=1)
         ax.text(x, -0.1, lab, ha="center", va="top", fontsize=9, style="italic")
-    ax.set_xlim(-0.2 * m, 1.2 * m)
-    ax.set_ylim(-1.05, 1.45)
-    ax.set_yticks([])
-    ax.set_xticks(range(0, m + 2, 100))
-    ax.spines["bottom"].set_bounds(0, m + 1)
-    ax.set_xlabel("key position t   (mass: the piece's share of the softmax mass in MAC's output)")
-    for s in ("left", "right", "top"):
-        ax.spines[s].set_visible(False)
+    key_axis(ax, m, (-0.2 * m, 1.2 * m), (-1.05, 1.45),
+             "key position t   (mass: the piece's share of the softmax mass in MAC's output)")
     ax.set_title(f"One hit: step m = {m} reuses entry({d['match_pos']}) and reads "
                  f"{d['keys_read']} of {m + 1} keys; output rel L2 vs exact {d['rel_l2']:.3f}",
                  fontsize=10.5)
@@ -136,14 +142,7 @@ def chain(d, path):
     ax.axvspan(d["tail_begin"], m + 1, color=COLORS["tail"], alpha=0.15, lw=0)
     ax.text((d["tail_begin"] + m + 1) / 2, top + 1.05, "tail", ha="center", fontsize=8.5,
             color=COLORS["tail"])
-    ax.set_xlim(-m * 0.14, m * 1.45)
-    ax.set_ylim(-0.2, top + 1.4)
-    ax.set_yticks([])
-    ax.set_xticks(range(0, m + 2, 100))
-    ax.spines["bottom"].set_bounds(0, m + 1)
-    ax.set_xlabel("key position t")
-    for s in ("left", "right", "top"):
-        ax.spines[s].set_visible(False)
+    key_axis(ax, m, (-m * 0.14, m * 1.45), (-0.2, top + 1.4), "key position t")
     ax.set_title(f"The chain of entry({m}): depth {d['depth']}; each member computed its "
                  f"segment of the prefix with its own query", fontsize=10.5)
     fig.tight_layout()
