@@ -36,7 +36,8 @@ struct SimConfig : StepperConfig {
   int64_t steps = 0;   //!< decode steps to run; 0 = to the end of the layer
   bool oracle = true;  //!< evaluate the FP64 oracle (exact full attention and same-decision MAC)
   bool progress = false;
-  bool attention_stats = false;  //!< measure exact attention's entropy and tail mass per step
+  bool attention_stats = false;  //!< measure exact attention's entropy and tail mass (on at
+                                 //!< most ~256 evenly spaced steps of the layer)
   bool baselines = false;        //!< evaluate the window, no-band and random baselines on hits
   uint64_t baseline_seed = 1;    //!< seed of the random-entry draw (mixed with step and head)
   std::string label = "simulate";
@@ -80,7 +81,8 @@ struct SimSummary {
   std::vector<double> head_max_rel_l2;             //!< [Hq]
   double max_abs = 0, max_lse_err = 0, max_ref_rel_l2 = 0;
   double miss_max_rel_l2 = 0;  //!< misses are exact attention up to the stepper's rounding
-  // Exact attention over [0, m] (SimConfig::attention_stats), summed over steps and heads:
+  // Exact attention over [0, m] (SimConfig::attention_stats), summed over the sampled steps
+  // and heads:
   // entropy H = L − Σ_t p_t·x_t (nats, x_t = s·q_m·k_t) and the mass of the tail [E(m), m].
   double entropy_sum = 0, tail_mass_sum = 0;
   int64_t attention_count = 0;
