@@ -51,7 +51,7 @@ Explained explain(const ref::LayerData& layer, double scale, const tools::SimCon
   e.tail_state = ref::attend<double>(layer, e.kv_head, q, scale, r.tail_begin, e.m + 1);
   e.cached = ref::merge(r.prefix, e.band);
   e.downdate = cfg.variant == Variant::kDowndate;
-  // The downdate form removes W = sinks ⊕ tail from the step's output (semantics §2, ⊖).
+  // The downdate form removes W = sinks ⊕ tail from the step's output (semantics §2.3).
   e.w = ref::merge(e.sink, e.tail_state);
   if (!e.w.is_empty() && !r.out.is_empty()) {
     e.t = std::exp(e.w.lse - r.out.lse);

@@ -255,6 +255,7 @@ int main(int argc, char** argv) {
       run.layer = layers[li];
       run.model_layer = synthetic ? -1 : model_layer(trace_path, layers[li]);
       run.prefill = cfg.prefill;
+      run.tail = p.tail;
       if (li == 0) {
         std::printf(
             "  config: tau %.4g, M %lld, r %lld, F %lld, gen_min %lld, %s, %s, storage %s; prefill "

@@ -87,9 +87,10 @@ void print_layer(const LayerRun& run, bool per_head) {
   }
   if (s.attention_count > 0)
     std::printf(
-        "  exact attention: entropy %.2f nats (as spread as %.0f equally weighted keys), the tail "
-        "holds %.1f%% of the mass\n",
-        s.mean_entropy(), std::exp(s.mean_entropy()), 100.0 * s.mean_tail_mass());
+        "  exact attention: entropy %.2f nats (as spread as %.0f equally weighted keys); the last "
+        "r = %lld keys hold %.1f%% of the mass\n",
+        s.mean_entropy(), std::exp(s.mean_entropy()), (long long)run.tail,
+        100.0 * s.mean_tail_mass());
   if (per_head) {
     std::printf("  %5s %7s %7s %12s\n", "head", "hit%", "kv%", "max relL2");
     for (int64_t h = 0; h < s.heads; ++h) {
