@@ -3,6 +3,7 @@
 // value, and a failed run leaves no output file.
 #include "mac/io/run_dump.hpp"
 #include "mac/io/trace_io.hpp"
+#include "mac/ref/synth.hpp"
 #include "mac/tools/simulate.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -296,6 +297,23 @@ BOOST_AUTO_TEST_CASE(synthetic_v2_reuses_with_the_fixtures_error_and_v1_does_not
   BOOST_TEST(v2 < 0.3, "v2 hit error median " << v2);
   BOOST_TEST(v1 > 0.5, "v1 hit error median " << v1);
   fs::remove_all(dir);
+}
+
+// v2 is v1 plus one field: its source string says so and names it (so it regenerates the
+// trace), and a bad tilt is refused naming the field.
+BOOST_AUTO_TEST_CASE(synthetic_v2_is_named_in_its_source_and_refuses_a_bad_tilt) {
+  const auto v2 = mac::ref::SynthParams::calibrated();
+  BOOST_TEST(v2.describe().rfind("synthetic v2 ", 0) == 0, v2.describe());
+  BOOST_TEST(v2.describe().find(" rope_tilt=4") != std::string::npos, v2.describe());
+  BOOST_TEST(mac::ref::SynthParams{}.describe().rfind("synthetic v1 ", 0) == 0);
+  BOOST_TEST(mac::ref::SynthParams{}.describe().find("rope_tilt") == std::string::npos);
+  for (const double bad : {std::nan(""), 21.0, -1e9}) {
+    auto p = v2;
+    p.rope_tilt = bad;
+    BOOST_CHECK_EXCEPTION(p.validate(), mac::InputError, [](const mac::InputError& e) {
+      return std::string(e.what()).find("rope_tilt") != std::string::npos;
+    });
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
