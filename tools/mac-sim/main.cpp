@@ -131,6 +131,11 @@ int main(int argc, char** argv) {
                  "positions to explain (default: the first miss and the first hit of the head)")
       ->delimiter(',');
   app.add_flag("--per-head", per_head, "print each head's hit rate, keys read and worst error");
+  bool reference_points = false;
+  app.add_flag("--reference-points,!--no-reference-points", reference_points,
+               "also evaluate every hit against the reference points (same keys without reuse, "
+               "the entry without its band, a random entry) and measure exact attention's "
+               "entropy and tail mass (default: on for the built-in jobs, off with --trace)");
   app.add_flag("--strict", strict,
                "refuse a degenerate run (exit status 3) instead of warning about it");
   app.add_option("--seed", synth.seed, "seed of the synthetic trace")->capture_default_str();
@@ -245,8 +250,12 @@ int main(int argc, char** argv) {
       cfg.prefill = prefill >= 0 ? prefill : L.tokens / 2;
       cfg.steps = steps;
       cfg.progress = !quiet;
-      cfg.baselines = true;
-      cfg.attention_stats = true;
+      // Extra work beside the run's own: on where mac-sim demonstrates, asked for elsewhere,
+      // so that a --trace run does the work of the stepper and the oracle only.
+      cfg.baselines = cfg.attention_stats =
+          app.count("--reference-points") + app.count("--no-reference-points") > 0
+              ? reference_points
+              : builtin;
       cfg.label = "layer " + std::to_string(layers[li]);
       cfg.validate(L);
       const int64_t first = cfg.prefill, last = cfg.prefill + cfg.num_steps(L) - 1;
