@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds, runs the main job (mac-sim on
-# its embedded default synthetic trace), and installs the Python package into .venv.
+# the committed SmolLM2-135M fixture, data/real/smollm2_4layers_512.h5), and installs the
+# Python package into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

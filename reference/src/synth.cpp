@@ -23,6 +23,9 @@
 namespace mac::ref {
 namespace {
 
+/*! \brief SynthParams::calibrated()'s tilt (docs/synthetic-traces.md, "Calibration"). */
+constexpr double kCalibratedTilt = 4.0;
+
 /*! \brief splitmix64 finaliser: decorrelates nearby seeds. */
 uint64_t mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -139,19 +142,31 @@ void SynthParams::validate() const {
           " must be in [0, 1]");
   require(std::isfinite(attractor_gain), "synthetic attractor_gain = ", attractor_gain,
           " must be finite");
+  require(std::isfinite(rope_tilt) && std::abs(rope_tilt) <= 20,
+          "synthetic rope_tilt = ", rope_tilt, " must be in [-20, 20]");
 }
 
 std::string SynthParams::describe() const {
-  return msg("synthetic v1 seed=", seed, " tokens=", tokens, " layers=", num_layers,
-             " q_heads=", num_q_heads, " kv_heads=", num_kv_heads, " head_dim=", head_dim,
-             " rope=", to_string(rope_style), "/", num(rope_theta), " mean_scale=", num(mean_scale),
-             " context_scale=", num(context_scale), " drift=", num(drift),
-             " noise_scale=", num(noise_scale), " novelty_floor=", num(novelty_floor),
-             " novelty_corr=", num(novelty_corr), " jump_prob=", num(jump_prob),
-             " repeat_prob=", num(repeat_prob), " repeat_noise=", num(repeat_noise),
-             " repeat_window=", repeat_window, " head_spread=", num(head_spread),
-             " key_query_corr=", num(key_query_corr), " key_noise=", num(key_noise),
-             " attractor_prob=", num(attractor_prob), " attractor_gain=", num(attractor_gain));
+  // v1's string is kept exactly (the golden file's source attribute); v2 appends its field.
+  const bool is_v2 = rope_tilt != 0;
+  const std::string v2 = is_v2 ? msg(" rope_tilt=", num(rope_tilt)) : std::string();
+  return msg(is_v2 ? "synthetic v2 seed=" : "synthetic v1 seed=", seed, " tokens=", tokens,
+             " layers=", num_layers, " q_heads=", num_q_heads, " kv_heads=", num_kv_heads,
+             " head_dim=", head_dim, " rope=", to_string(rope_style), "/", num(rope_theta),
+             " mean_scale=", num(mean_scale), " context_scale=", num(context_scale),
+             " drift=", num(drift), " noise_scale=", num(noise_scale),
+             " novelty_floor=", num(novelty_floor), " novelty_corr=", num(novelty_corr),
+             " jump_prob=", num(jump_prob), " repeat_prob=", num(repeat_prob),
+             " repeat_noise=", num(repeat_noise), " repeat_window=", repeat_window,
+             " head_spread=", num(head_spread), " key_query_corr=", num(key_query_corr),
+             " key_noise=", num(key_noise), " attractor_prob=", num(attractor_prob),
+             " attractor_gain=", num(attractor_gain), v2);
+}
+
+SynthParams SynthParams::calibrated() {
+  SynthParams p;
+  p.rope_tilt = kCalibratedTilt;
+  return p;
 }
 
 Trace generate_synthetic_trace(const SynthParams& p) {
@@ -171,6 +186,30 @@ Trace generate_synthetic_trace(const SynthParams& p) {
   trace.layers.resize(static_cast<size_t>(p.num_layers));
 
   const double kInvSqrt2 = 0.70710678118654752440;
+  // Per-dimension weights of the v2 tilt over RoPE pairs (pair i: dims i and i + D/2 for
+  // neox, 2i and 2i+1 for gptj): the stable parts of q̃ and k̃ get tilt_i ∝ e^{γ·u_i}, the
+  // per-token query noise tilt_inv_i ∝ e^{−γ·u_i}, u_i = i/(D/2−1), each normalised to mean
+  // square 1 so that distances between queries, and so hit rates, stay about where v1 has
+  // them. Exactly 1 for γ = 0 (v1, bit for bit).
+  std::vector<double> tilt(static_cast<size_t>(D), 1.0), tilt_inv(tilt);
+  if (p.rope_tilt != 0) {
+    const int64_t half = D / 2;
+    const auto u = [&](int64_t i) {
+      return static_cast<double>(i) / static_cast<double>(half - 1);
+    };
+    double ms = 0, ms_inv = 0;
+    for (int64_t i = 0; i < half; ++i) {
+      ms += std::exp(2 * p.rope_tilt * u(i));
+      ms_inv += std::exp(-2 * p.rope_tilt * u(i));
+    }
+    ms /= static_cast<double>(half);
+    ms_inv /= static_cast<double>(half);
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t i = p.rope_style == RopeStyle::kNeox ? d % half : d / 2;
+      tilt[static_cast<size_t>(d)] = std::exp(p.rope_tilt * u(i)) / std::sqrt(ms);
+      tilt_inv[static_cast<size_t>(d)] = std::exp(-p.rope_tilt * u(i)) / std::sqrt(ms_inv);
+    }
+  }
   for (int64_t l = 0; l < p.num_layers; ++l) {
     LayerData& L = trace.layers[static_cast<size_t>(l)];
     L.resize(T, Hq, Hkv, D);
@@ -185,7 +224,6 @@ Trace generate_synthetic_trace(const SynthParams& p) {
       for (auto& x : b) x = rng.normal();
       for (auto& x : u) x = 2.0 * rng.uniform() - 1.0;
     }
-
     // Pass 1: pre-RoPE queries, one independent stream per query head.
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t h = 0; h < Hq; ++h) {
@@ -221,10 +259,16 @@ Trace generate_synthetic_trace(const SynthParams& p) {
               1 + std::min(w - 1, static_cast<int64_t>(rng.uniform() * static_cast<double>(w)));
           const float* src = L.q_pre.data() + ((t - back) * Hq + h) * D;
           for (int64_t i = 0; i < D; ++i)
-            q[i] = round_bf16(static_cast<float>(src[i] + p.repeat_noise * rng.normal()));
+            q[i] = round_bf16(
+                static_cast<float>(src[i] + tilt_inv[i] * p.repeat_noise * rng.normal()));
         } else {
-          for (int64_t i = 0; i < D; ++i)
-            q[i] = round_bf16(static_cast<float>(m[i] + c[i] + nu * sigma * rng.normal()));
+          for (int64_t i = 0; i < D; ++i) {
+            // v2: the head mean on the slow pairs (aligned with the keys), what changes from
+            // token to token (context, noise) on the fast ones.
+            double x =
+                tilt[i] * m[i] + tilt_inv[i] * c[i] + tilt_inv[i] * nu * sigma * rng.normal();
+            q[i] = round_bf16(static_cast<float>(x));
+          }
         }
       }
     }
@@ -243,8 +287,10 @@ Trace generate_synthetic_trace(const SynthParams& p) {
         for (int64_t i = 0; i < D; ++i) {
           double qm = 0;
           for (int64_t j = 0; j < G; ++j) qm += L.q_pre[(t * Hq + g * G + j) * D + i];
-          double x = p.key_query_corr * qm / static_cast<double>(G) + p.key_noise * rng.normal();
-          if (attractor) x += p.attractor_gain * a[g * D + i];
+          // The group's queries are already tilted; the key's own parts are stable ones.
+          double x =
+              p.key_query_corr * qm / static_cast<double>(G) + tilt[i] * p.key_noise * rng.normal();
+          if (attractor) x += tilt[i] * p.attractor_gain * a[g * D + i];
           k[i] = round_bf16(static_cast<float>(x));
         }
         for (int64_t i = 0; i < D; ++i) v[i] = round_bf16(static_cast<float>(rng.normal()));

@@ -1,10 +1,14 @@
-// mac-sim: runs a trace layer through the MAC decode stepper and the FP64 oracle
-// (DESIGN §6 "Simulator command"). With no --trace it generates the embedded default
-// synthetic trace and reports on all of its layers.
+// mac-sim: runs trace layers through the MAC decode stepper and the FP64 oracle (the
+// simulator command of docs/file-formats.md). With no --trace it runs the committed
+// SmolLM2-135M fixture with a configuration chosen for its length; --synthetic runs the
+// embedded synthetic trace instead.
+#include "explain.hpp"
+#include "report.hpp"
+
 #include "mac/io/atomic_file.hpp"
+#include "mac/io/h5.hpp"
 #include "mac/io/run_dump.hpp"
 #include "mac/io/trace_io.hpp"
-#include "mac/ref/attention.hpp"
 #include "mac/ref/synth.hpp"
 #include "mac/tools/json.hpp"
 #include "mac/tools/simulate.hpp"
@@ -12,154 +16,103 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <iostream>
+#include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
+#ifndef MAC_DEFAULT_TRACE
+#error "MAC_DEFAULT_TRACE (the committed fixture's path) is set by tools/mac-sim/CMakeLists.txt"
+#endif
+
 namespace {
 
-using mac::tools::HeadRecord;
 using mac::tools::SimConfig;
-using mac::tools::SimSummary;
 using mac::tools::StepRecord;
 
-std::string range_str(int64_t a, int64_t b) {
-  return "[" + std::to_string(a) + ", " + std::to_string(b) + ")";
+/*! Exit status of a run refused by --strict because it would be degenerate. */
+constexpr int kExitDegenerate = 3;
+
+/*! A degenerate configuration, refused under --strict. */
+struct Degenerate : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/*! Prints a warning line, or throws under --strict. */
+void warn(const std::string& w, bool strict) {
+  if (strict) throw Degenerate(w + " (--strict)");
+  std::fprintf(stderr, "mac-sim: warning: %s\n", w.c_str());
 }
 
-std::string lse_str(const mac::ref::AttnState<double>& s) {
-  if (s.is_empty()) return "empty (L = -inf)";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "L = %.6f", s.lse);
-  return buf;
+/*! The model layer a fixture layer was recorded from (the recorder's `model_layer`
+ *  attribute, docs/real-traces.md), −1 if the file does not say. */
+int64_t model_layer(const std::string& path, int64_t layer) {
+  if (path.empty()) return -1;
+  const auto f = mac::h5::open_file(path);
+  const std::string g = "layers/" + std::to_string(layer);
+  if (!mac::h5::exists(f.get(), g)) return -1;
+  const auto grp = mac::h5::open_group(f.get(), g);
+  return mac::h5::has_attr(grp.get(), "model_layer") ? mac::h5::attr_int64(grp.get(), "model_layer")
+                                                     : -1;
 }
 
-/*! The teaching view: every stage of one decode step for one head. */
-void explain_step(const mac::ref::LayerData& layer, double scale, const SimConfig& cfg,
-                  const StepRecord& rec, int64_t h) {
-  const auto& r = rec.heads[static_cast<size_t>(h)];
-  const int64_t m = rec.position, M = cfg.params.ring, rr = cfg.params.tail, F = cfg.params.sinks;
-  const int64_t G = layer.group_size(), hk = h / G;
-  const int64_t Em = mac::prefix_end(m, rr);
-  const float thr = mac::match_threshold(layer.head_dim, cfg.params.tau);
-  const float* q = layer.q_post_at(m, h);
-  std::printf("\n== step m = %lld (kv_len %lld), query head %lld (KV head %lld) ==\n", (long long)m,
-              (long long)(m + 1), (long long)h, (long long)hk);
-  std::printf(
-      "  E(m) = max(0, m+1-r) = %lld, Fe(E(m)) = min(F, E(m)) = %lld   [r = %lld, F = %lld, M = "
-      "%lld]\n",
-      (long long)Em, (long long)mac::sink_end(F, Em), (long long)rr, (long long)F, (long long)M);
-  const int64_t first = m - M > 0 ? m - M : 0;
-  std::printf("1 eligible: %s (m %s gen_min = %lld; candidates p in %s)\n",
-              r.eligible ? "yes" : "no", m >= cfg.params.gen_min ? ">=" : "<",
-              (long long)cfg.params.gen_min, range_str(first, m).c_str());
-  if (r.eligible) {
-    std::printf("2 match: nearest p = %lld (lag %lld): d2 = %.6g (canonical FP32), %.10g (FP64)\n",
-                (long long)r.best_pos, (long long)(m - r.best_pos), r.d2, r.d2_fp64);
-    std::printf("         threshold 2*D*(1-tau)^2 = %.6g; margin %+.6g -> %s\n",
-                static_cast<double>(thr), r.margin,
-                r.d2 < thr ? "below threshold" : "not below threshold: MISS");
-    if (r.d2 < thr)
-      std::printf("         entry(%lld) covers %s: %s -> %s\n", (long long)r.best_pos,
-                  range_str(mac::sink_end(F, mac::prefix_end(r.best_pos, rr)),
-                            mac::prefix_end(r.best_pos, rr))
-                      .c_str(),
-                  r.hit ? "usable" : "unusable (empty, or E(p) < F)",
-                  r.hit ? "HIT" : "MISS (no second-best search)");
-  } else {
-    std::printf("2 match: skipped (ineligible) -> MISS\n");
-  }
-  const auto band = mac::ref::attend<double>(layer, hk, q, scale, r.band_begin, r.band_end);
-  const auto sink = mac::ref::attend<double>(layer, hk, q, scale, 0, r.sink_end);
-  const auto tail = mac::ref::attend<double>(layer, hk, q, scale, r.tail_begin, m + 1);
-  if (r.hit)
-    std::printf("3 amend: prefix = entry(%lld): %s; band = attn(q_m, %s) [%lld keys]: %s\n",
-                (long long)r.match_pos, lse_str(r.prefix).c_str(),
-                range_str(r.band_begin, r.band_end).c_str(), (long long)(r.band_end - r.band_begin),
-                lse_str(band).c_str());
-  else
-    std::printf("3 amend: prefix = empty; band = attn(q_m, %s) [%lld keys]: %s\n",
-                range_str(r.band_begin, r.band_end).c_str(), (long long)(r.band_end - r.band_begin),
-                lse_str(band).c_str());
-  const auto cached = mac::ref::merge(r.prefix, band);
-  std::printf(
-      "4 cache write: entry(%lld) = prefix (+) band over %s: %s -> slot %lld mod %lld = %lld, "
-      "chain depth %lld\n",
-      (long long)m, range_str(mac::sink_end(F, Em), Em).c_str(), lse_str(cached).c_str(),
-      (long long)m, (long long)M, (long long)(m % M), (long long)r.depth);
-  std::printf("5 complete: sinks attn(q_m, %s): %s; tail attn(q_m, %s) [%lld keys]: %s\n",
-              range_str(0, r.sink_end).c_str(), lse_str(sink).c_str(),
-              range_str(r.tail_begin, m + 1).c_str(), (long long)(m + 1 - r.tail_begin),
-              lse_str(tail).c_str());
-  std::printf("  out = (entry (+) sinks) (+) tail: %s\n", lse_str(r.out).c_str());
-  std::printf("  keys read: %lld of %lld (%.1f%%)\n", (long long)r.keys_read, (long long)(m + 1),
-              100.0 * static_cast<double>(r.keys_read) / static_cast<double>(m + 1));
-  if (!r.exact.is_empty())
-    std::printf(
-        "  vs exact full attention (FP64 oracle): %s; rel L2 %.3e, max |do| %.3e, |dL| %.3e\n",
-        lse_str(r.exact).c_str(), r.rel_l2, r.max_abs, r.lse_err);
-}
-
-void print_summary(int64_t layer_index, const SimSummary& s, bool oracle) {
-  std::printf("\nlayer %lld: %lld steps x %lld heads in %.1fs\n", (long long)layer_index,
-              (long long)s.steps, (long long)s.heads, s.seconds);
-  std::printf("  hit rate %.1f%%   KV tokens read %.1f%% of full attention (%.2fx fewer)\n",
-              100.0 * s.hit_rate(), 100.0 * s.kv_fraction(),
-              s.kv_fraction() > 0 ? 1.0 / s.kv_fraction() : 0.0);
-  if (oracle) {
-    std::printf(
-        "  error vs full attention: rel L2 median %.2e  p99 %.2e  max %.2e;  max |do| %.2e;  max "
-        "|dL| %.2e\n",
-        mac::tools::quantile(s.rel_l2, 0.5), mac::tools::quantile(s.rel_l2, 0.99),
-        mac::tools::quantile(s.rel_l2, 1.0), s.max_abs, s.max_lse_err);
-    std::printf("  stepper vs FP64 oracle of the same decisions: max rel L2 %.2e\n",
-                s.max_ref_rel_l2);
-  }
-  std::printf("  %5s %7s %7s %12s\n", "head", "hit%", "kv%", "max relL2");
-  for (int64_t h = 0; h < s.heads; ++h) {
-    const double full = static_cast<double>(s.keys_full) / static_cast<double>(s.heads);
-    std::printf("  %5lld %6.1f%% %6.1f%% %12.2e\n", (long long)h,
-                100.0 * static_cast<double>(s.head_hits[static_cast<size_t>(h)]) /
-                    static_cast<double>(s.steps),
-                100.0 * static_cast<double>(s.head_keys_read[static_cast<size_t>(h)]) / full,
-                s.head_max_rel_l2[static_cast<size_t>(h)]);
-  }
+/*! The built-in jobs' configuration for a trace of T tokens: half prompt, a ring that holds
+ *  every prompt position up to the spec's 512, a tail of T/16 within [16, 256] and reuse
+ *  from the first decode step. At T = 4096 these are the spec's defaults (M 512, r 256,
+ *  gen_min 2048). */
+struct Suited {
+  int64_t prefill, ring, tail, gen_min;
+};
+Suited suited(int64_t T, int64_t prefill) {
+  Suited s{};
+  s.prefill = prefill >= 0 ? prefill : T / 2;
+  s.ring = std::min<int64_t>(512, std::max<int64_t>(1, s.prefill));
+  s.tail = std::clamp<int64_t>(T / 16, 16, 256);
+  s.gen_min = s.prefill;
+  return s;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "mac-sim: run a trace layer through the MAC-Attention decode stepper and the FP64 oracle.\n"
-      "With no --trace, generates the embedded default synthetic trace and reports on every "
-      "layer."};
+      "mac-sim: run trace layers through the MAC-Attention decode stepper and the FP64 oracle.\n"
+      "With no --trace: the committed SmolLM2-135M fixture (data/real/smollm2_4layers_512.h5), "
+      "every layer,\nwith a configuration chosen for its length and printed "
+      "(MAC_SIM_DEFAULT_TRACE: "
+      "another place to find it). --synthetic: the "
+      "embedded synthetic trace.\nExit status: 0 done, 1 internal error, 2 bad input, 3 a "
+      "degenerate run refused by --strict."};
   std::string trace_path, dump_path, json_path, variant = "split", precision = "fp32",
                                                 storage = "production", prefill_mode = "direct";
   int64_t layer = -1, prefill = -1, steps = 0, explain_head = 0;
-  bool explain = false, quiet = false;
+  bool explain = false, quiet = false, synthetic = false, strict = false, per_head = false;
   std::vector<int64_t> explain_steps;
   mac::MacParams p;
-  mac::ref::SynthParams synth;
+  mac::ref::SynthParams synth = mac::ref::SynthParams::calibrated();
+  std::string synth_model = "v2";
   app.add_option("--trace", trace_path,
-                 "trace file (HDF5, schema mac-trace v1); default: embedded synthetic trace")
+                 "trace file (HDF5, schema mac-trace v1); default: the committed fixture")
       ->check(CLI::ExistingFile);
-  app.add_option("--layer", layer,
-                 "layer index (default: 0 for a trace file, all layers for the embedded trace)");
+  app.add_flag("--synthetic", synthetic, "run the embedded synthetic trace instead")
+      ->excludes("--trace");
+  app.add_option("--layer", layer, "layer index (default: 0 for --trace, all layers otherwise)");
   app.add_option("--prefill", prefill,
                  "P: positions < P are prompt, the rest are decode steps (default: tokens/2)");
-  app.add_option(
-         "--steps", steps,
-         "decode steps to run (default: to the end of a trace file; 1024 on the embedded trace)")
+  app.add_option("--steps", steps,
+                 "decode steps to run (default: to the end; 1024 on the synthetic trace)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--tau", p.tau, "match margin tau; hit iff d2 < 2*D*(1-tau)^2")
       ->capture_default_str();
-  app.add_option("--ring", p.ring, "M, ring capacity")->capture_default_str();
-  app.add_option("--tail", p.tail, "r, exact tail / rectification width")->capture_default_str();
+  app.add_option("--ring", p.ring, "M, ring capacity (built-in jobs: chosen, see above)")
+      ->capture_default_str();
+  app.add_option("--tail", p.tail, "r, exact tail / rectification width (built-in jobs: chosen)")
+      ->capture_default_str();
   app.add_option("--sinks", p.sinks, "F, front sink tokens")->capture_default_str();
-  app.add_option("--gen-min", p.gen_min, "minimum position for reuse")->capture_default_str();
+  app.add_option("--gen-min", p.gen_min, "minimum position for reuse (built-in jobs: P)")
+      ->capture_default_str();
   app.add_option("--variant", variant, "split | downdate")->capture_default_str();
   app.add_option("--precision", precision, "stepper arithmetic: fp32 | fp64")
       ->capture_default_str();
@@ -168,16 +121,29 @@ int main(int argc, char** argv) {
   app.add_option("--prefill-mode", prefill_mode, "prefill entries: direct | downdate")
       ->capture_default_str();
   app.add_option("--dump", dump_path, "write the run dump (HDF5, schema mac-run v1) of the layer");
-  app.add_option("--json", json_path, "write a JSON summary");
+  app.add_option("--json", json_path,
+                 "write a JSON summary (with --explain: the explained steps and the head's "
+                 "decisions at every step)");
   app.add_flag("--explain", explain,
                "print every stage of a few decode steps of one head (the teaching view)");
   app.add_option("--explain-head", explain_head, "query head to explain")->capture_default_str();
   app.add_option("--explain-steps", explain_steps,
                  "positions to explain (default: the first miss and the first hit of the head)")
       ->delimiter(',');
-  app.add_option("--seed", synth.seed, "seed of the embedded synthetic trace")
+  app.add_flag("--per-head", per_head, "print each head's hit rate, keys read and worst error");
+  bool reference_points = false;
+  app.add_flag("--reference-points,!--no-reference-points", reference_points,
+               "also evaluate every hit against the reference points (same keys without reuse, "
+               "the entry without its band, a random entry) and measure exact attention's "
+               "entropy and tail mass (default: on for the built-in jobs, off with --trace)");
+  app.add_flag("--strict", strict,
+               "refuse a degenerate run (exit status 3) instead of warning about it");
+  app.add_option("--seed", synth.seed, "seed of the synthetic trace")->capture_default_str();
+  app.add_option("--synth-tokens", synth.tokens, "tokens of the synthetic trace")
       ->capture_default_str();
-  app.add_option("--synth-tokens", synth.tokens, "tokens of the embedded synthetic trace")
+  app.add_option("--synth-model", synth_model,
+                 "synthetic model: v2 (calibrated against the SmolLM2 fixture) | v1 "
+                 "(docs/synthetic-traces.md)")
       ->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress lines");
   CLI11_PARSE(app, argc, argv);
@@ -187,58 +153,94 @@ int main(int argc, char** argv) {
     const auto cfg_precision = mac::parse_precision(precision);
     const auto cfg_storage = mac::parse_state_storage(storage);
     const auto cfg_prefill_mode = mac::parse_prefill_mode(prefill_mode);
-    p.validate();
 
+    // Which trace: a file given, the embedded synthetic one, or the committed fixture.
+    const bool fixture = trace_path.empty() && !synthetic;
+    if (fixture) {
+      // Compiled in: the source tree the build was configured from; the environment may
+      // point elsewhere (an installed binary, a moved checkout).
+      const char* env = std::getenv("MAC_SIM_DEFAULT_TRACE");
+      const bool from_env = env != nullptr && *env != '\0';
+      trace_path = from_env ? env : MAC_DEFAULT_TRACE;
+      mac::require(
+          std::filesystem::is_regular_file(trace_path),
+          "the default trace, the committed SmolLM2-135M fixture, is not at ", trace_path,
+          from_env ? " (MAC_SIM_DEFAULT_TRACE)" : " (the source tree this mac-sim was built from)",
+          ": give --trace FILE, set MAC_SIM_DEFAULT_TRACE, or use --synthetic for the "
+          "embedded synthetic trace");
+    }
     mac::ref::Trace trace;
     std::vector<int64_t> layers;
-    if (trace_path.empty()) {
-      // Embedded default: 4096 tokens, prompt 2048 (= gen_min), 1024 decode steps, all
-      // layers: finishes well under a minute on 2 cores.
-      if (!app.count("--steps"))
-        steps = std::min<int64_t>(1024, synth.tokens - (prefill >= 0 ? prefill : synth.tokens / 2));
+    if (synthetic) {
+      mac::require(synth_model == "v1" || synth_model == "v2", "--synth-model '", synth_model,
+                   "' is not v1 or v2");
+      if (synth_model == "v1") synth.rope_tilt = mac::ref::SynthParams{}.rope_tilt;
       synth.validate();
       trace = mac::ref::generate_synthetic_trace(synth);
-      if (layer >= 0) {
-        mac::require(layer < trace.meta.num_layers, "--layer ", layer, " is outside [0, ",
-                     trace.meta.num_layers, ")");
-        layers = {layer};
-      } else {
-        for (int64_t l = 0; l < trace.meta.num_layers; ++l) layers.push_back(l);
-      }
+      mac::require(layer < synth.num_layers, "--layer ", layer, " is outside [0, ",
+                   synth.num_layers, ") of the synthetic trace");
     } else {
       const auto meta = mac::io::read_trace_meta(trace_path);
-      if (layer < 0) layer = 0;
       mac::require(layer < meta.num_layers, "--layer ", layer, " is outside [0, ", meta.num_layers,
                    ") of ", trace_path);
-      trace = mac::io::read_trace(trace_path, {layer});
-      layers = {layer};
+      std::vector<int64_t> want;
+      if (layer >= 0 || !fixture) want = {std::max<int64_t>(layer, 0)};
+      trace = mac::io::read_trace(trace_path, want);
     }
-    mac::require(dump_path.empty() || layers.size() == 1, "--dump writes one layer: give --layer");
     const auto& meta = trace.meta;
+    if (layer >= 0)
+      layers = {layer};
+    else if (fixture || synthetic)
+      for (int64_t l = 0; l < static_cast<int64_t>(trace.layers.size()); ++l) layers.push_back(l);
+    else
+      layers = {0};
+    mac::require(dump_path.empty() || layers.size() == 1, "--dump writes one layer: give --layer");
+    mac::require(explain_head >= 0 && explain_head < meta.num_q_heads, "--explain-head ",
+                 explain_head, " is outside [0, ", meta.num_q_heads, ")");
+    const int64_t T = trace.layers[0].tokens;
+
+    // The built-in jobs choose M, r, P and gen_min for the trace's length; flags override.
+    const bool builtin = fixture || synthetic;
+    if (builtin) {
+      const auto s = suited(T, prefill);
+      prefill = s.prefill;
+      if (!app.count("--ring")) p.ring = s.ring;
+      if (!app.count("--tail")) p.tail = s.tail;
+      if (!app.count("--gen-min")) p.gen_min = s.gen_min;
+      if (synthetic && !app.count("--steps")) steps = std::min<int64_t>(1024, T - prefill);
+    }
+    p.validate();
+
     std::printf("MAC-Attention simulation\n  trace: %s\n",
-                trace_path.empty() ? "(embedded synthetic)" : trace_path.c_str());
+                synthetic ? "(embedded synthetic)"
+                          : (trace_path + (fixture ? " (the committed fixture)" : "")).c_str());
     std::printf(
         "  source: %s\n  shape: D = %lld, Hq = %lld, Hkv = %lld (G = %lld), %lld tokens, scale "
         "%.6g\n",
         meta.source.c_str(), (long long)meta.head_dim, (long long)meta.num_q_heads,
-        (long long)meta.num_kv_heads, (long long)meta.group_size(),
-        (long long)trace.layers[0].tokens, meta.softmax_scale);
-    mac::require(explain_head >= 0 && explain_head < meta.num_q_heads, "--explain-head ",
-                 explain_head, " is outside [0, ", meta.num_q_heads, ")");
+        (long long)meta.num_kv_heads, (long long)meta.group_size(), (long long)T,
+        meta.softmax_scale);
 
     mac::tools::JsonWriter js;
     js.begin_object();
-    js.value("trace", trace_path.empty() ? std::string("(embedded synthetic)") : trace_path);
+    js.value("trace", synthetic ? std::string("(embedded synthetic)") : trace_path);
     js.value("source", meta.source);
     js.begin_object("config");
     js.value("tau", p.tau).value("ring", p.ring).value("tail", p.tail).value("sinks", p.sinks);
     js.value("gen_min", p.gen_min).value("variant", variant).value("precision", precision);
     js.value("storage", storage).value("prefill_mode", prefill_mode);
+    js.value("baseline_seed", static_cast<int64_t>(SimConfig{}.baseline_seed));
     js.end_object();
     js.begin_array("layers");
 
+    std::vector<mac::sim::LayerRun> runs;
+    std::vector<mac::sim::Explained> explained;
+    int64_t explained_prefill = -1;
+    std::vector<int64_t> head_match_of;
+    std::vector<StepRecord> head_steps;  // the explained head's record at every step
     for (size_t li = 0; li < layers.size(); ++li) {
-      const auto& L = trace.layers[trace_path.empty() ? static_cast<size_t>(layers[li]) : 0];
+      // All layers are in memory for the built-in jobs without --layer; one otherwise.
+      const auto& L = trace.layers[trace.layers.size() > 1 ? static_cast<size_t>(layers[li]) : 0];
       SimConfig cfg;
       cfg.params = p;
       cfg.variant = cfg_variant;
@@ -248,16 +250,42 @@ int main(int argc, char** argv) {
       cfg.prefill = prefill >= 0 ? prefill : L.tokens / 2;
       cfg.steps = steps;
       cfg.progress = !quiet;
+      // Extra work beside the run's own: on where mac-sim demonstrates, asked for elsewhere,
+      // so that a --trace run does the work of the stepper and the oracle only.
+      cfg.baselines = cfg.attention_stats =
+          app.count("--reference-points") + app.count("--no-reference-points") > 0
+              ? reference_points
+              : builtin;
       cfg.label = "layer " + std::to_string(layers[li]);
       cfg.validate(L);
-      if (li == 0)
+      const int64_t first = cfg.prefill, last = cfg.prefill + cfg.num_steps(L) - 1;
+
+      mac::sim::LayerRun run;
+      run.layer = layers[li];
+      run.model_layer = synthetic ? -1 : model_layer(trace_path, layers[li]);
+      run.prefill = cfg.prefill;
+      run.tail = p.tail;
+      if (li == 0) {
         std::printf(
             "  config: tau %.4g, M %lld, r %lld, F %lld, gen_min %lld, %s, %s, storage %s; prefill "
-            "P = %lld, "
-            "%lld decode steps\n",
+            "P = %lld, %lld decode steps (positions %lld to %lld)\n",
             p.tau, (long long)p.ring, (long long)p.tail, (long long)p.sinks, (long long)p.gen_min,
             variant.c_str(), precision.c_str(), storage.c_str(), (long long)cfg.prefill,
-            (long long)cfg.num_steps(L));
+            (long long)cfg.num_steps(L), (long long)first, (long long)last);
+        if (builtin)
+          std::printf(
+              "          chosen for a %lld-token trace: P = T/2, M = min(512, P) (the ring holds "
+              "the prompt's last M queries), r = T/16 in [16, 256], gen_min = P (reuse from the "
+              "first decode step); each flag overrides its value\n",
+              (long long)T);
+        for (const auto& w : mac::tools::config_warnings(L, cfg)) warn(w, strict);
+        for (const int64_t m : explain_steps)
+          if (explain && (m < first || m > last))
+            warn(mac::msg("--explain-steps ", m, " is not a decode step of this run (they are ",
+                          first, " to ", last, "; positions below P = ", cfg.prefill,
+                          " are the prompt): nothing to explain there"),
+                 strict);
+      }
 
       mac::io::RunDump dump;
       const bool want_dump = !dump_path.empty();
@@ -267,11 +295,17 @@ int main(int argc, char** argv) {
         dump.layer = layers[li];
         dump.trace_source = meta.source;
       }
-      std::set<int64_t> to_explain(explain_steps.begin(), explain_steps.end());
+      const std::set<int64_t> to_explain(explain_steps.begin(), explain_steps.end());
       bool shown_hit = false, shown_miss = false;
       const bool explain_this = explain && li == 0;
+      if (explain_this) {
+        // The chain of an entry walks back through what each position reused.
+        head_match_of.assign(static_cast<size_t>(L.tokens), -1);
+        for (int64_t q = 0; q < cfg.prefill; ++q)
+          head_match_of[static_cast<size_t>(q)] = mac::sim::kPromptEntry;
+      }
       int64_t s = 0;
-      const auto summary =
+      run.summary =
           mac::tools::simulate_layer(L, meta.softmax_scale, cfg, [&](const StepRecord& rec) {
             const int64_t Hq = L.num_q_heads, D = L.head_dim;
             if (want_dump) {
@@ -294,54 +328,77 @@ int main(int argc, char** argv) {
             }
             if (explain_this) {
               const auto& r = rec.heads[static_cast<size_t>(explain_head)];
+              head_match_of[static_cast<size_t>(rec.position)] = r.hit ? r.match_pos : -1;
+              StepRecord one;
+              one.position = rec.position;
+              one.heads = {r};
+              head_steps.push_back(std::move(one));
               bool show = to_explain.count(rec.position) > 0;
               if (explain_steps.empty() && r.eligible) {
                 if (r.hit && !shown_hit) show = shown_hit = true;
                 if (!r.hit && !shown_miss) show = shown_miss = true;
               }
-              if (show) explain_step(L, meta.softmax_scale, cfg, rec, explain_head);
+              if (show) {
+                explained.push_back(mac::sim::explain(L, meta.softmax_scale, cfg, rec, explain_head,
+                                                      head_match_of));
+                mac::sim::print(explained.back());
+              }
             }
             ++s;
           });
       if (explain_this && explain_steps.empty() && !(shown_hit && shown_miss))
         std::printf("\n(explain: head %lld had no eligible %s in this run)\n",
                     (long long)explain_head, shown_hit ? "miss" : "hit");
-      print_summary(layers[li], summary, cfg.oracle);
+      // A run warning only where the configuration did not already explain it.
+      run.warnings = mac::tools::config_warnings(L, cfg);
+      if (run.warnings.empty())
+        for (const auto& w : mac::tools::run_warnings(run.summary, cfg)) {
+          warn(w, strict);
+          run.warnings.push_back(w);
+        }
+      mac::sim::print_layer(run, per_head);
       if (want_dump) {
         mac::io::write_run_dump(dump_path, dump);
         std::printf("  wrote run dump %s\n", dump_path.c_str());
       }
-      js.begin_object();
-      js.value("layer", layers[li]).value("prefill", cfg.prefill).value("steps", summary.steps);
-      js.value("heads", summary.heads).value("hit_rate", summary.hit_rate());
-      js.value("kv_read_fraction", summary.kv_fraction());
-      js.value("keys_read", summary.keys_read).value("keys_full", summary.keys_full);
-      js.begin_object("error_vs_full");
-      js.value("rel_l2_median", mac::tools::quantile(summary.rel_l2, 0.5));
-      js.value("rel_l2_p90", mac::tools::quantile(summary.rel_l2, 0.9));
-      js.value("rel_l2_p99", mac::tools::quantile(summary.rel_l2, 0.99));
-      js.value("rel_l2_max", mac::tools::quantile(summary.rel_l2, 1.0));
-      js.value("max_abs", summary.max_abs).value("max_lse_err", summary.max_lse_err);
-      js.end_object();
-      js.value("stepper_vs_oracle_max_rel_l2", summary.max_ref_rel_l2);
-      std::vector<double> hh, hk, hm;
-      for (int64_t h = 0; h < summary.heads; ++h) {
-        hh.push_back(static_cast<double>(summary.head_hits[static_cast<size_t>(h)]) /
-                     static_cast<double>(summary.steps));
-        hk.push_back(static_cast<double>(summary.head_keys_read[static_cast<size_t>(h)]) *
-                     static_cast<double>(summary.heads) / static_cast<double>(summary.keys_full));
-        hm.push_back(summary.head_max_rel_l2[static_cast<size_t>(h)]);
-      }
-      js.array("head_hit_rate", hh).array("head_kv_read_fraction", hk).array("head_max_rel_l2", hm);
-      js.value("seconds", summary.seconds);
-      js.end_object();
+      mac::sim::layer_json(js, run);
+      if (explain_this) explained_prefill = run.prefill;
+      runs.push_back(std::move(run));
     }
     js.end_array();
+    mac::sim::print_closing(runs);
+
+    if (explain && explained_prefill >= 0) {
+      // The teaching view as data: docs/walkthrough.md draws its figures from it.
+      js.begin_object("explain");
+      js.value("layer", layers[0]).value("head", explain_head);
+      js.value("prefill", explained_prefill).value("variant", variant);
+      std::vector<int64_t> pos, hit, match, depth, keys;
+      std::vector<double> rel;
+      for (const auto& st : head_steps) {
+        const auto& r = st.heads[0];
+        pos.push_back(st.position);
+        hit.push_back(r.hit ? 1 : 0);
+        match.push_back(r.hit ? r.match_pos : -1);
+        depth.push_back(r.depth);
+        keys.push_back(r.keys_read);
+        rel.push_back(r.rel_l2);
+      }
+      js.array("position", pos).array("hit", hit).array("match_pos", match);
+      js.array("depth", depth).array("keys_read", keys).array("rel_l2", rel);
+      js.begin_array("steps");
+      for (const auto& e : explained) mac::sim::to_json(js, e);
+      js.end_array();
+      js.end_object();
+    }
     js.end_object();
     if (!json_path.empty()) {
       mac::io::write_text_file(json_path, js.str());
       std::printf("\nwrote JSON summary %s\n", json_path.c_str());
     }
+  } catch (const Degenerate& e) {
+    std::fprintf(stderr, "mac-sim: error: %s\n", e.what());
+    return kExitDegenerate;
   } catch (const mac::InputError& e) {
     std::fprintf(stderr, "mac-sim: error: %s\n", e.what());
     return 2;

@@ -21,13 +21,13 @@ mkdir -p "$dir" docs/results
 #    of 8 query heads, 4096 decode steps (positions 4096..8191 of an 8192-token trace).
 "$bin/mac-study" --out "$dir/synth" --synth-tokens 8192 --synth-layers 1 --prefill 4096 --steps 4096 \
     --tau 0.3,0.45,0.6,0.75 --tail 64,256,1024 --variant split,downdate
-$plot "$dir/synth" --out docs/results --name synth --title "(synthetic, 8 heads x 4096 steps)"
+$plot "$dir/synth" --out docs/results --name synth --title "(synthetic v1)"
 
 # 2. Synthetic, rounding: split vs downdate x production vs full storage x FP32 vs FP64
 #    stepper, two layers, 1024 decode steps.
 "$bin/mac-study" --out "$dir/synth-rounding" --synth-tokens 8192 --synth-layers 2 --prefill 4096 --steps 1024 \
     --tau 0.45 --tail 256 --variant split,downdate --storage production,full --precision fp32,fp64
-$plot "$dir/synth-rounding" --out docs/results --name synth_rounding --title "(synthetic)"
+$plot "$dir/synth-rounding" --out docs/results --name synth_rounding --title "(synthetic v1)"
 
 # 3. Real trace (SmolLM2-135M over Debian licence texts): 7 layers spread over depth, the last
 #    2048 positions of the 8192-token context, M = 512; tau 0.45 and 0.75 at r = 256 (issue 6),
@@ -40,7 +40,8 @@ if [ -f "$real" ]; then
   # Ring size and sinks: M = 128 vs 512, F = 0 vs 4, on three layers.
   "$bin/mac-study" --out "$dir/real" --trace "$real" --layers 5,15,29 --prefill 6144 --steps 2048 \
       --tau 0.45 --ring 128,512 --tail 256 --sinks 0,4
-  $plot "$dir/real" --out docs/results --name real --title "(SmolLM2-135M)"
+  # The sweep has M = 128, 512 and F = 0, 4: the figures show M = 512, F = 0.
+  $plot "$dir/real" --out docs/results --name real --title "(SmolLM2-135M)" --ring 512 --sinks 0
 else
   echo "run_results: $real not found: skipping the real-trace study (docs/real-traces.md: how to record it)"
 fi

@@ -98,4 +98,19 @@ JsonWriter& JsonWriter::array(const char* k, const std::vector<double>& v) {
   return *this;
 }
 
+JsonWriter& JsonWriter::array(const char* k, const std::vector<int64_t>& v) {
+  key(k);
+  out_ += "[";
+  for (size_t i = 0; i < v.size(); ++i) out_ += (i ? ", " : "") + std::to_string(v[i]);
+  out_ += "]";
+  return *this;
+}
+JsonWriter& JsonWriter::array(const char* k, const std::vector<std::string>& v) {
+  key(k);
+  out_ += "[";
+  for (size_t i = 0; i < v.size(); ++i) out_ += (i ? ", \"" : "\"") + json_escape(v[i]) + "\"";
+  out_ += "]";
+  return *this;
+}
+
 }  // namespace mac::tools

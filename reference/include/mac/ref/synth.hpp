@@ -56,8 +56,22 @@ struct SynthParams {
   double attractor_gain =
       2.0;  //!< attractor keys add attractor_gain·a_g (a_g: the group's shared mean direction)
 
-  void validate() const;         //!< InputError on a bad value
-  std::string describe() const;  //!< "synthetic v1 seed=... drift=..." for TraceMeta::source
+  // --- model v2 (rope_tilt = 0 is v1, bit for bit) ---
+  //! γ: over RoPE pairs i (u_i = i/(D/2−1), slow pairs at large i), the stable parts (head
+  //! mean, key noise, attractors) are scaled by w_i ∝ e^{γ·u_i} and what changes from token
+  //! to token (context, query noise, repeat noise) by w′_i ∝ e^{−γ·u_i}, each to mean
+  //! square 1: the keys then vary where the queries hold still, so a matched query's logits
+  //! over old keys drift about as little as a trained model's (docs/synthetic-traces.md).
+  double rope_tilt = 0;
+
+  void validate() const;  //!< InputError on a bad value
+  /*! \brief "synthetic v1 seed=... drift=..." (v2 and its fields when rope_tilt ≠ 0), the
+   *  trace's `source`: every field, so the string regenerates the trace. */
+  std::string describe() const;
+
+  /*! \brief Model v2 with the values calibrated against the SmolLM2-135M fixture
+   *  (docs/synthetic-traces.md, "Calibration"): mac-sim --synthetic uses it. */
+  static SynthParams calibrated();
 };
 
 /*! \brief Generates a trace (softmax_scale = 1/√D). Deterministic in the parameters. */

@@ -22,6 +22,8 @@ class JsonWriter {
   JsonWriter& value(const char* key, const std::string& v);
   JsonWriter& value(const char* key, const char* v) { return value(key, std::string(v)); }
   JsonWriter& array(const char* key, const std::vector<double>& v);
+  JsonWriter& array(const char* key, const std::vector<int64_t>& v);
+  JsonWriter& array(const char* key, const std::vector<std::string>& v);
   const std::string& str() const { return out_; }
 
  private:

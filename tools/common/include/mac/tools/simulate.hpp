@@ -10,6 +10,15 @@
  *      max_abs = max_i |o_mac,i − o_full,i|
  *      lse_err = |L_mac − L_full|                     (natural log)
  *      ref_rel_l2 = ‖o_mac − o_oracle‖₂ / ‖o_oracle‖₂ (rounding of the stepper's precision)
+ *
+ *  With `baselines` on, every hit is also evaluated two other ways, in FP64 against the
+ *  same exact output, so that the size of MAC's error can be judged:
+ *      window:  band ⊕ (sinks ⊕ tail)           the keys MAC read, without the reused prefix
+ *               (what reuse adds at the same cost);
+ *      no band: entry(p) ⊕ (sinks ⊕ tail)       the matched entry reused without amending
+ *               the keys [E(p), E(m)) it lacks (what MAC's band adds);
+ *      random:  (entry(p′) ⊕ attn(q_m, [E(p′), E(m)))) ⊕ (sinks ⊕ tail) with p′ drawn
+ *               uniformly from the usable ring entries (what the match adds).
  */
 #include "mac/ref/common.hpp"
 #include "mac/ref/state.hpp"
@@ -27,6 +36,10 @@ struct SimConfig : StepperConfig {
   int64_t steps = 0;   //!< decode steps to run; 0 = to the end of the layer
   bool oracle = true;  //!< evaluate the FP64 oracle (exact full attention and same-decision MAC)
   bool progress = false;
+  bool attention_stats = false;  //!< measure exact attention's entropy and tail mass (on at
+                                 //!< most ~256 evenly spaced steps of the layer)
+  bool baselines = false;        //!< evaluate the window, no-band and random baselines on hits
+  uint64_t baseline_seed = 1;    //!< seed of the random-entry draw (mixed with step and head)
   std::string label = "simulate";
 
   /*! \brief Validates against a layer (InputError naming the value). */
@@ -45,6 +58,11 @@ struct HeadRecord {
   ref::AttnState<double> oracle;  //!< FP64 oracle, same decisions (empty if oracle off)
   ref::AttnState<double> exact;   //!< full attention FP64 (empty if oracle off)
   double rel_l2 = 0, max_abs = 0, lse_err = 0, ref_rel_l2 = 0;
+  // Baselines (hits with SimConfig::baselines and the oracle on; NaN otherwise).
+  int64_t random_pos = -1;   //!< p′ of the random-entry baseline (−1 if none usable)
+  double window_rel_l2 = 0;  //!< rel L2 of band ⊕ (sinks ⊕ tail) vs full
+  double noband_rel_l2 = 0;  //!< rel L2 of entry(p) ⊕ (sinks ⊕ tail) vs full
+  double random_rel_l2 = 0;  //!< rel L2 of the random-entry reuse vs full
 };
 
 struct StepRecord {
@@ -56,11 +74,28 @@ struct StepRecord {
 struct SimSummary {
   int64_t steps = 0, heads = 0;
   int64_t hits = 0, eligible = 0;
+  int64_t unusable_matches = 0;  //!< eligible head-steps below the threshold on an unusable entry
   int64_t keys_read = 0, keys_full = 0;            //!< Σ keys read and Σ (m + 1)
   std::vector<int64_t> head_hits, head_keys_read;  //!< [Hq]
   std::vector<double> rel_l2;                      //!< [steps·Hq], MAC vs full
   std::vector<double> head_max_rel_l2;             //!< [Hq]
   double max_abs = 0, max_lse_err = 0, max_ref_rel_l2 = 0;
+  double miss_max_rel_l2 = 0;  //!< misses are exact attention up to the stepper's rounding
+  // Exact attention over [0, m] (SimConfig::attention_stats), summed over the sampled steps
+  // and heads:
+  // entropy H = L − Σ_t p_t·x_t (nats, x_t = s·q_m·k_t) and the mass of the tail [E(m), m].
+  double entropy_sum = 0, tail_mass_sum = 0;
+  int64_t attention_count = 0;
+  double mean_entropy() const {
+    return attention_count ? entropy_sum / double(attention_count) : 0.0;
+  }
+  double mean_tail_mass() const {
+    return attention_count ? tail_mass_sum / double(attention_count) : 0.0;
+  }
+  // Over hits only (with the oracle): MAC's error and, with baselines, the baselines' on
+  // the same hits (random: the hits that had a usable random entry, in hit_random_mac the
+  // MAC error of those same hits, so the two can be compared pair for pair).
+  std::vector<double> hit_rel_l2, window_rel_l2, noband_rel_l2, random_rel_l2, hit_random_mac;
   double seconds = 0;
 
   double hit_rate() const {
@@ -71,6 +106,15 @@ struct SimSummary {
 
 /*! \brief q-quantile (0..1) of values, linear interpolation; NaN if empty. */
 double quantile(std::vector<double> values, double q);
+
+/*! \brief The ways a run of `cfg` over `layer` is degenerate before it starts, one line each
+ *  naming the value (none: empty): gen_min beyond the last decode step (no step may reuse),
+ *  a tail r that holds every key of every decode step, and no candidate position that can
+ *  hold a usable entry (entry(p) is usable only from p ≥ r + F). */
+std::vector<std::string> config_warnings(const ref::LayerData& layer, const SimConfig& cfg);
+
+/*! \brief After a run: one line if eligible head-steps matched but no match was usable. */
+std::vector<std::string> run_warnings(const SimSummary& s, const SimConfig& cfg);
 
 /*! \brief Runs the layer; calls `on_step` after every step (may be empty). */
 SimSummary simulate_layer(const ref::LayerData& layer, double scale, const SimConfig& cfg,
