@@ -15,10 +15,13 @@ Usage: scripts/sass_diff.py [--base REF] [--build DIR] [--work DIR [--reuse-base
   --build DIR  configured build of this tree with nvcc (default: build; cmake --preset default)
   --work DIR   keep the cubins there (base/, new/); --reuse-base: keep base/ if already built
 Prints one line per kernel (identical / DIFFERENT / only in one tree) and a summary; exit
-status 0 iff every function is identical and both trees have the same set.
+status 0 iff every function is identical and both trees have the same set. With cuobjdump on
+PATH (CUDA toolkit, or pip nvidia-cuda-cuobjdump) the first differing SASS lines of each
+DIFFERENT function follow (--work keeps the cubins for a closer look).
 """
 import argparse
 import concurrent.futures
+import difflib
 import hashlib
 import json
 import os
@@ -169,7 +172,7 @@ def fingerprints(cubins):
                     sh, body = sections[sec + fn]
                     d.update(sec.encode() + struct.pack("<Q", sh["size"]) + body)
             d.update(repr(relocations(sections, symbols, ".text." + fn)).encode())
-            funcs[fn] = (d.hexdigest(), len(text), regs[0] if regs else -1, fn in entry)
+            funcs[fn] = (d.hexdigest(), len(text), regs[0] if regs else -1, fn in entry, path)
         for sname, (h, body) in sections.items():
             if sname.startswith(".nv.constant") and not sname.startswith(".nv.constant0."):
                 key = f"{sname} of {{{', '.join(names)}}}"
@@ -178,10 +181,55 @@ def fingerprints(cubins):
     return funcs, files
 
 
+def sass_lines(cubin, fn):
+    """SASS of function `fn` in `cubin` (cuobjdump -sass), encodings and addresses dropped."""
+    r = subprocess.run(["cuobjdump", "-sass", "-fun", fn, cubin], capture_output=True, text=True)
+    out = []
+    for line in r.stdout.splitlines():
+        code = re.sub(r"/\*\s*[0-9a-fx]+\s*\*/", "", line).strip()
+        if code:
+            out.append(code)
+    return out
+
+
 def demangle(names):
     r = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True)
     out = r.stdout.splitlines() if r.returncode == 0 else []
     return dict(zip(names, out)) if len(out) == len(names) else {n: n for n in names}
+
+
+def report(old, new, old_files, new_files, base):
+    """Prints the comparison; returns the number of differences."""
+    names = sorted(set(old) | set(new))
+    pretty = demangle(names)
+    bad, diffs = 0, []
+    kernels = sum(1 for n in names if (new.get(n) or old.get(n))[3])
+    print(f"{'status':<10} {'bytes':>7} {'regs':>4}  function (base {base} vs working tree)")
+    for n in names:
+        o, w = old.get(n), new.get(n)
+        kind = "" if (w or o)[3] else "  [device function]"
+        if o and w and o[0] == w[0]:
+            status = "identical"
+        elif o and w:
+            status, bad = "DIFFERENT", bad + 1
+            diffs.append(n)
+        else:
+            status, bad = ("only-new" if w else "only-base"), bad + 1
+        size, regs = (w or o)[1], (w or o)[2]
+        print(f"{status:<10} {size:>7} {regs:>4}  {pretty[n]}{kind}")
+    for n in diffs if shutil.which("cuobjdump") else []:
+        print(f"--- {pretty[n]}: first differing SASS lines (base -, new +)")
+        lines = difflib.unified_diff(sass_lines(old[n][4], n), sass_lines(new[n][4], n),
+                                     lineterm="", n=1)
+        for line in [l for l in lines if not l.startswith(("---", "+++"))][:20]:
+            print("  " + line)
+    for key in sorted(set(old_files) | set(new_files)):
+        if old_files.get(key) != new_files.get(key):
+            bad += 1
+            print(f"DIFFERENT  file-level section {key}")
+    print(f"{len(names)} functions ({kernels} kernels): "
+          f"{'all identical' if bad == 0 else f'{bad} differ'}")
+    return bad
 
 
 def main():
@@ -212,29 +260,7 @@ def main():
         new_dir = os.path.join(work, "new")
         shutil.rmtree(new_dir, ignore_errors=True)
         new, new_files = fingerprints(compile_tree(ROOT, template, new_dir, a.jobs))
-    names = sorted(set(old) | set(new))
-    pretty = demangle(names)
-    bad = 0
-    kernels = sum(1 for n in names if (new.get(n) or old.get(n))[3])
-    print(f"{'status':<10} {'bytes':>7} {'regs':>4}  function (base {a.base} vs working tree)")
-    for n in names:
-        o, w = old.get(n), new.get(n)
-        kind = "" if (w or o)[3] else "  [device function]"
-        if o and w and o[0] == w[0]:
-            status = "identical"
-        elif o and w:
-            status, bad = "DIFFERENT", bad + 1
-        else:
-            status, bad = ("only-new" if w else "only-base"), bad + 1
-        size, regs = (w or o)[1], (w or o)[2]
-        print(f"{status:<10} {size:>7} {regs:>4}  {pretty[n]}{kind}")
-    for key in sorted(set(old_files) | set(new_files)):
-        if old_files.get(key) != new_files.get(key):
-            bad += 1
-            print(f"DIFFERENT  file-level section {key}")
-    print(f"{len(names)} functions ({kernels} kernels): "
-          f"{'all identical' if bad == 0 else f'{bad} differ'}")
-    return 0 if bad == 0 else 1
+        return 0 if report(old, new, old_files, new_files, a.base) == 0 else 1
 
 
 if __name__ == "__main__":
