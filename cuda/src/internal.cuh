@@ -1,8 +1,8 @@
 #pragma once
-// Internal device-side vocabulary of mac_cuda: the kernel parameter block and the per-head and
-// per-row records the kernels pass on. The attention state (base 2 inside, natural log at the
-// boundary) is state.cuh; the work-item decomposition shared by the schedule, amend and combine
-// kernels is plain C++ in work_items.hpp.
+// Internal device-side vocabulary of mac_cuda: the kernel parameter block and helpers on the
+// per-head and per-row records the kernels pass on (plan.hpp). The attention state (base 2 inside,
+// natural log at the boundary) is state.cuh; the work-item decomposition shared by the schedule,
+// amend and combine kernels is plain C++ in work_items.hpp.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -11,6 +11,7 @@
 
 #include "mac/cuda/mac_cuda.hpp"
 #include "mac/semantics.hpp"  // kMaxGroup, lse_from_log2, lse_to_log2
+#include "plan.hpp"           // HeadPlan, RowInfo, WorkSlot
 #include "state.cuh"
 #include "work_items.hpp"
 
@@ -37,29 +38,11 @@ __device__ __forceinline__ void wait_prior_grid_then_release_next() {
 #endif
 }
 
-/*! \brief Slots of the workspace's `work` ints. */
-enum WorkSlot : int {
-  kWorkC = 0,         // item size of eligible rows (store_cuts; read back by Engine::last_chunk)
-  kWorkClaims = 1,    // the amend kernel's dynamic item counter (reset by the combine)
-  kWorkLgC = 2,       // its log2
-  kWorkCExact = 3,    // item size of rows that are not eligible (the exact cut)
-  kWorkLgCExact = 4,  // its log2
-  kWorkInts = 5
-};
-
 /*! \brief Row modes of one launch. */
 enum Mode : int {
   kModeFull = 0,     // exact attention, nothing written to rings
   kModeMac = 1,      // K1 decisions, K3 write gated by readiness
   kModePrefill = 2,  // exact band state of each (pseudo) row written to the ring, no output
-};
-
-/*! \brief Per (row, query head) decision of K1 (or the exact default). */
-struct HeadPlan {
-  int band_begin;  // E(p) on a hit, Fe(E(m)) on a miss
-  int match_pos;   // −1 on a miss
-  float d2;        // canonical FP32 d2 of the nearest candidate, NaN if none searched
-  int hit;         // 1 on a hit
 };
 
 /*! \brief The plan of a head without a match: band from `band_begin`, nothing searched. */
@@ -71,15 +54,6 @@ __device__ inline HeadPlan miss_plan(int band_begin) {
   plan.hit = 0;
   return plan;
 }
-
-/*! \brief Row flags written by K1 (or the scheduler in full mode). */
-struct RowInfo {
-  int m;         // position, −1 if kv_len invalid
-  int ready;     // ready[slot] ≠ 0 && epochs equal (0 in full mode)
-  int eligible;  // m ≥ gen_min && ready && m ≥ 1
-  int valid;     // kv_len in [1, max_context] and slot in range (MAC/prefill)
-  int slot;      // request slot as given (MAC/prefill; −1 in full mode); in range iff valid
-};
 
 /*! \brief Everything the kernels read; passed by value. */
 struct KParams {

@@ -324,12 +324,35 @@ enum class StepKind : int {
   kMac = 1,            //!< K1 + K2 + K3
 };
 
-/*! \brief Owns workspace, side stream, events and an optional captured graph.
- *  Not thread-safe; one Engine per stream of work. */
+/*! \brief Owns a side stream, events, an optional captured graph and its workspace, or uses
+ *  the caller's. Not thread-safe; one Engine per stream of work.
+ *
+ *  Workspace: device memory the steps use between and within kernels (the item schedule,
+ *  partial states, the K1 plans, error flags). By default each engine allocates its own. A
+ *  caller may own it instead (Engine::workspace_size, then create with a pointer): one
+ *  workspace sized for the largest config serves several engines, e.g. one per captured batch
+ *  size, provided their steps never overlap (one stream, or ordered by events). It holds no
+ *  state from one step to the next but the amend kernel's item counter, which every step
+ *  leaves at zero, and the error flags, which read_error_flags then reports for all of them;
+ *  both lie at the same offsets for every config. */
 class Engine {
  public:
-  /*! \brief Validates `cfg` (shapes, D, G, max_context ≤ kMaxContext) and allocates. */
+  /*! \brief Validates `cfg` (shapes, D, G, max_context ≤ kMaxContext, tuning ranges) and
+   *  creates an engine with a workspace of its own on cfg.device. The caller's current device
+   *  is restored on return, on every path. */
   static Status create(const EngineConfig& cfg, std::unique_ptr<Engine>* out);
+  /*! \brief As create(cfg, out), but the engine uses the caller's device memory `workspace`
+   *  on cfg.device (≥ workspace_size(cfg) bytes, 256-byte aligned as cudaMalloc's are; freed by
+   *  the caller after the engine). create zeroes it, after waiting for the whole device: no
+   *  step of another engine sharing it may be issued meanwhile, and its error flags restart
+   *  at 0. kInvalidArgument (naming the sizes) if it is too small or misaligned. */
+  static Status create(const EngineConfig& cfg, void* workspace, size_t workspace_bytes,
+                       std::unique_ptr<Engine>* out);
+  /*! \brief Bytes of workspace an engine with `cfg` uses on cfg.device (create's checks, same
+   *  statuses; kNoCuda without a device). Depends on the device (the amend kernel's resident
+   *  grid bounds a step's work items) and grows with max_batch and max_context, never
+   *  shrinks. The caller's current device is restored on return. */
+  static Status workspace_size(const EngineConfig& cfg, size_t* bytes);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -345,7 +368,7 @@ class Engine {
   bool bulk_copies() const;
   /*! \brief True iff the amend kernel schedules its own items (ScheduleMode resolved). */
   bool self_scheduled() const;
-  /*! \brief Bytes of device workspace held. */
+  /*! \brief Bytes of device workspace in use (its own or the caller's), workspace_size(cfg). */
   size_t workspace_bytes() const;
 
   /*! \brief Checks `p` against the config on the host (pointers, strides, sizes, τ, M, r,
