@@ -312,6 +312,7 @@ class Harness {
   bool last_all_hit() const { return last_all_hit_; }
 
   Engine& engine() { return run_->engine(); }
+  runner::CaseRunner& runner() { return *run_; }
   Engine& full_engine() { return run_->full_engine(); }
   /*! \brief The stream every copy and kernel of the case runs on. */
   void* stream() const { return run_->stream(); }

@@ -230,18 +230,70 @@ struct StepBuffers {
 /*! \brief Ring entries for prompt positions (DESIGN §3 "Prefill"): for each request i and
  *  position p = first_pos[i] + j, j < num_positions, writes slot p mod M of request slot
  *  slot[i]: q̃_p (bit copy) and the exact state attn(q_p, [Fe(E(p)), E(p))) (BF16 o, FP32 L).
- *  Uses the paged KV, page table and ring pointers of `kv` (its q/kv_len/out fields are
- *  ignored). Not for graph capture. Typically first_pos = max(0, P − M), num_positions =
- *  P − first_pos. */
+ *  The KV cache must hold the keys of those positions. Not for graph capture. Typically
+ *  first_pos = max(0, P − M), num_positions = P − first_pos. from_decode() fills the KV, ring
+ *  and scalar fields from a step's DecodeParams (same meanings, same checks). */
 struct PrefillParams {
-  DecodeParams kv;                          //!< KV pools, page_table (rows = requests), ring
-                                            //!<  pointers, softmax_scale, ring/tail/sinks
-  int batch = 0;                            //!< requests
-  int num_positions = 0;                    //!< positions per request, ≤ M
-  const int64_t* first_pos_host = nullptr;  //!< HOST [batch]: first position of each request
-  const int32_t* slot_host = nullptr;       //!< HOST [batch]: request slot of each request
-  const uint16_t* q_pre = nullptr;          //!< [batch, num_positions, Hq, D] bf16 (device)
-  const uint16_t* q_post = nullptr;         //!< [batch, num_positions, Hq, D] bf16 (device)
+  int batch = 0;                            //!< requests, ≥ 1
+  int num_positions = 0;                    //!< positions per request, in [0, M]
+  const int64_t* first_pos_host = nullptr;  //!< HOST [batch]: first position of each request;
+                                            //!<  its last, + 1, ≤ config.max_context
+  const int32_t* slot_host = nullptr;       //!< HOST [batch]: request slot, in [0, num_slots)
+
+  // --- queries: request i's position first_pos[i] + j, head h at i·q_request_stride +
+  //     j·q_position_stride + h·q_head_stride --------------------------------------------
+  const uint16_t* q_post = nullptr;  //!< [batch, num_positions, Hq, D] bf16, post-RoPE
+  const uint16_t* q_pre = nullptr;  //!< [batch, num_positions, Hq, D] bf16, pre-RoPE (the ring's q̃)
+  int64_t q_request_stride = 0;     //!< 0 → num_positions·(position stride)
+  int64_t q_position_stride = 0;    //!< 0 → Hq·(head stride)
+  int64_t q_head_stride = 0;        //!< 0 → D. Multiples of 8 (16-byte loads); requests,
+                                    //!<  positions and heads nested without overlap
+
+  // --- paged KV cache, as in DecodeParams; page_table row i belongs to request i ------
+  const uint16_t* k_cache = nullptr;    //!< [num_pages, page_size, Hkv, D] bf16
+  const uint16_t* v_cache = nullptr;    //!< [num_pages, page_size, Hkv, D] bf16
+  int64_t num_pages = 0;                //!< ≥ 1
+  int page_size = 16;                   //!< ≥ 1
+  int64_t kv_page_stride = 0;           //!< 0 → page_size·(token stride)
+  int64_t kv_token_stride = 0;          //!< 0 → Hkv·D
+  int64_t kv_head_stride = 0;           //!< 0 → D
+  const int32_t* page_table = nullptr;  //!< [batch, max_pages_per_row] int32
+  int max_pages_per_row = 0;            //!< ≥ ceil((last position + 1) / page_size)
+
+  float softmax_scale = 0;  //!< s in exp(s·q·k)
+  int ring = 512;           //!< M (must equal config.ring)
+  int tail = 256;           //!< r ≥ 0
+  int sinks = 0;            //!< F ≥ 0
+
+  // --- ring caches [num_slots, M, Hq, ·], as in DecodeParams -------------------------
+  int num_slots = 0;               //!< R ≥ 1
+  uint16_t* ring_q_pre = nullptr;  //!< [R, M, Hq, D] bf16
+  uint16_t* ring_o = nullptr;      //!< [R, M, Hq, D] bf16
+  float* ring_lse = nullptr;       //!< [R, M, Hq] fp32 natural log
+
+  /*! \brief The KV cache, ring and scalar fields of `p`; batch, positions, slots and queries
+   *  left for the caller. */
+  static PrefillParams from_decode(const DecodeParams& p) {
+    PrefillParams f;
+    f.k_cache = p.k_cache;
+    f.v_cache = p.v_cache;
+    f.num_pages = p.num_pages;
+    f.page_size = p.page_size;
+    f.kv_page_stride = p.kv_page_stride;
+    f.kv_token_stride = p.kv_token_stride;
+    f.kv_head_stride = p.kv_head_stride;
+    f.page_table = p.page_table;
+    f.max_pages_per_row = p.max_pages_per_row;
+    f.softmax_scale = p.softmax_scale;
+    f.ring = p.ring;
+    f.tail = p.tail;
+    f.sinks = p.sinks;
+    f.num_slots = p.num_slots;
+    f.ring_q_pre = p.ring_q_pre;
+    f.ring_o = p.ring_o;
+    f.ring_lse = p.ring_lse;
+    return f;
+  }
 };
 
 /*! \brief Where K3 (rectify-append, the ring write) runs. */
@@ -384,7 +436,9 @@ class Engine {
    *  not ready, epochs differ, m = 0) produce output bit-identical to full_attention(). */
   Status mac_step(const DecodeParams& p, void* stream);
 
-  /*! \brief Writes prefill ring entries (see PrefillParams). Synchronous on `stream`. */
+  /*! \brief Writes prefill ring entries (see PrefillParams), max_batch (request, position)
+   *  pairs per launch of the step's kernels; checks `p` on the host first (the message names
+   *  the field). Synchronous on `stream`. */
   Status prefill_entries(const PrefillParams& p, void* stream);
 
   /*! \brief Captures one step of `kind` with `p` into a CUDA graph (replacing any earlier
