@@ -1,8 +1,8 @@
 #pragma once
 // Internal device-side vocabulary of mac_cuda: the kernel parameter block and helpers on the
-// per-head and per-row records the kernels pass on (plan.hpp). The attention state (base 2 inside,
-// natural log at the boundary) is state.cuh; the work-item decomposition shared by the schedule,
-// amend and combine kernels is plain C++ in work_items.hpp.
+// per-head and per-row records the kernels pass on (plan.hpp). The attention state (base 2
+// inside, natural log at the boundary) is state.cuh; the work-item decomposition shared by the
+// schedule, amend and combine kernels is plain C++ in work_items.hpp.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

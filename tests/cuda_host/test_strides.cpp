@@ -1,7 +1,7 @@
 // Host checks of the strides in cuda/src/strides.hpp (the step's per-head tensors, prefill's
-// queries, the paged KV cache): 0 resolves to the
-// packed layout, and the validation refuses negative, misaligned and overlapping strides with
-// a message naming the tensor and the value, and accepts the nested layouts in use.
+// queries, the paged KV cache): 0 resolves to the packed layout, and the validation refuses
+// negative, misaligned and overlapping strides with a message naming the tensor and the value,
+// and accepts the nested layouts in use.
 #define BOOST_TEST_MODULE strides
 #include <boost/test/included/unit_test.hpp>
 
