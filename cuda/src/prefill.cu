@@ -28,40 +28,13 @@ __global__ void gather_prefill_q_kernel(const uint16_t* src, uint16_t* dst, int6
 }  // namespace
 }  // namespace detail
 
-namespace {
-
-/*! \brief The DecodeParams of a prefill launch but for its rows: KV cache, page table (rows =
- *  requests), scalars and rings of `pp`. */
-DecodeParams decode_view(const PrefillParams& pp) {
-  DecodeParams p;
-  p.k_cache = pp.k_cache;
-  p.v_cache = pp.v_cache;
-  p.num_pages = pp.num_pages;
-  p.page_size = pp.page_size;
-  p.kv_page_stride = pp.kv_page_stride;
-  p.kv_token_stride = pp.kv_token_stride;
-  p.kv_head_stride = pp.kv_head_stride;
-  p.page_table = pp.page_table;
-  p.max_pages_per_row = pp.max_pages_per_row;
-  p.softmax_scale = pp.softmax_scale;
-  p.ring = pp.ring;
-  p.tail = pp.tail;
-  p.sinks = pp.sinks;
-  p.num_slots = pp.num_slots;
-  p.ring_q_pre = pp.ring_q_pre;
-  p.ring_o = pp.ring_o;
-  p.ring_lse = pp.ring_lse;
-  return p;
-}
-
-}  // namespace
-
 Status Engine::prefill_entries(const PrefillParams& pp, void* stream) {
   const EngineConfig& c = impl_->cfg;
   MAC_STATUS_TRY(impl_->validate(pp));
   if (pp.num_positions == 0) return Status::Ok();
   const int P = pp.num_positions, Hq = c.num_q_heads, D = c.head_dim;
-  const DecodeParams p = decode_view(pp);
+  DecodeParams p;  // a launch's params but for its rows (rows of page_table = requests)
+  copy_shared_fields(pp, p);
   // Pseudo-row r is request r / P, position r % P. Its queries are evenly spaced when there is
   // one request, one position per request, or requests follow each other at P positions: a
   // launch then reads them where they are, else from a packed copy in the workspace.

@@ -60,6 +60,15 @@ struct CaseSpec {
   }
 };
 
+/*! \brief A case of one step with CaseSpec's defaults and `seed`: the inputs of a step that a
+ *  test runs its own way. */
+inline CaseSpec one_step_case(uint64_t seed = 1) {
+  CaseSpec c;
+  c.steps = 1;
+  c.seed = seed;
+  return c;
+}
+
 inline uint16_t bits(float x) { return ref::bf16_bits(ref::round_bf16(x)); }
 
 struct Stats {
@@ -193,6 +202,12 @@ class Harness {
     std::vector<int64_t> first(N_);
     for (int i = 0; i < N_; ++i) first[i] = c_.prompt[i] - c_.M;
     MAC_CHECK(run_->prefill(0, N_, c_.M, first));
+  }
+
+  /*! \brief prefill(), then upload_step(): the inputs of the first step in place. */
+  void ready_first_step() {
+    prefill();
+    upload_step();
   }
 
   /*! \brief Uploads position pos_[i] of every request: its K/V token, queries, kv_len; keeps

@@ -23,9 +23,7 @@ using namespace mac::cuda::test;
 BOOST_AUTO_TEST_SUITE(workspace)
 
 BOOST_AUTO_TEST_CASE(size_query_and_refusals) {
-  CaseSpec c;
-  c.steps = 1;
-  Harness hx(c);
+  Harness hx(one_step_case());
   const EngineConfig cfg = hx.engine().config();
   size_t need = 0;
   MAC_CHECK(Engine::workspace_size(cfg, &need));
@@ -74,12 +72,9 @@ BOOST_AUTO_TEST_CASE(caller_workspace_serves_two_batch_sizes) {
   // captured MAC steps and eager full-attention steps run interleaved, each MAC step's ring
   // position restored after it, and every result has the bits of an engine of the same config
   // that owns its workspace.
-  CaseSpec c;
-  c.steps = 1;
-  c.seed = 1301;
+  const CaseSpec c = one_step_case(1301);
   Harness hx(c);
-  hx.prefill();
-  hx.upload_step();
+  hx.ready_first_step();
   void* st = hx.stream();
   const DecodeParams p3 = hx.params();
   DecodeParams p2 = p3;
@@ -95,16 +90,7 @@ BOOST_AUTO_TEST_CASE(caller_workspace_serves_two_batch_sizes) {
 
   // The ring position m of every row, restored after each MAC step so that each sees the same
   // candidates.
-  const int N = hx.batch();
-  std::vector<int32_t> kv_len(N), slot(N);
-  MAC_CHECK(copy_to_host(kv_len.data(), p3.kv_len, 4 * N, st));
-  MAC_CHECK(copy_to_host(slot.data(), p3.slot, 4 * N, st));
-  MAC_CHECK(stream_synchronize(st));
-  std::vector<runner::RingPositionCopy> saved(N);
-  for (int i = 0; i < N; ++i) {
-    MAC_CHECK(saved[i].allocate(1, Hq, D));
-    MAC_CHECK(saved[i].save(p3, slot[i], 1, kv_len[i] - 1, st));
-  }
+  RingPositions saved(p3, Hq, D, st);
   // Runs one step of `e` (captured graph: replay) and reads it back.
   auto run = [&](Engine& e, const DecodeParams& p, bool mac, bool graph) {
     if (graph)
@@ -122,7 +108,7 @@ BOOST_AUTO_TEST_CASE(caller_workspace_serves_two_batch_sizes) {
     MAC_CHECK(copy_to_host(b.lse.data(), p.lse, nh * 4, st));
     if (mac) {
       MAC_CHECK(copy_to_host(b.match_pos.data(), p.diag_match_pos, nh * 8, st));
-      for (int i = 0; i < N; ++i) MAC_CHECK(saved[i].restore(p, slot[i], 1, kv_len[i] - 1, st));
+      saved.restore(p, st);
     }
     MAC_CHECK(stream_synchronize(st));
     return b;
@@ -174,9 +160,7 @@ BOOST_AUTO_TEST_CASE(create_restores_current_device) {
   // caller's device current. With one GPU only the first pair exists.
   int n = 0;
   BOOST_TEST_REQUIRE(cudaGetDeviceCount(&n) == cudaSuccess);
-  CaseSpec c;
-  c.steps = 1;
-  Harness hx(c);
+  Harness hx(one_step_case());
   EngineConfig cfg = hx.engine().config();
   long checked = 0, kept = 0;
   auto current_is = [&](int want) {
@@ -215,9 +199,7 @@ BOOST_AUTO_TEST_CASE(strided_prefill_q_equals_packed) {
   // requests, and heads-major [request, head, position, D]: gathered first, the launches'
   // max_batch rows crossing requests), are the packed prefill's bits; the rings are poisoned
   // before each run, so an entry not written shows. An overlapping layout is refused.
-  CaseSpec c;
-  c.steps = 1;
-  c.seed = 1302;
+  const CaseSpec c = one_step_case(1302);
   Harness hx(c);
   runner::CaseRunner& run = hx.runner();
   hx.prefill();

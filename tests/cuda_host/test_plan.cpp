@@ -21,12 +21,8 @@ namespace {
 
 EngineConfig config(int N, int Hq, int Hkv, int D, int ctx, int chunk) {
   EngineConfig c;
-  c.max_batch = N;
-  c.num_q_heads = Hq;
-  c.num_kv_heads = Hkv;
-  c.head_dim = D;
-  c.max_context = ctx;
-  c.kv_chunk = chunk;
+  c.max_batch = N, c.num_q_heads = Hq, c.num_kv_heads = Hkv;
+  c.head_dim = D, c.max_context = ctx, c.kv_chunk = chunk;
   return c;
 }
 

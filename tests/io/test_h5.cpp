@@ -31,7 +31,7 @@ BOOST_AUTO_TEST_CASE(attributes_round_trip_in_every_string_form) {
   BOOST_TEST(h5::attr_string(f.get(), "utf8") == "τ = 0.45");
   BOOST_TEST(h5::attr_string(f.get(), "empty") == "");
   BOOST_TEST(h5::attr_int64(f.get(), "i") == -(int64_t{1} << 60));
-  BOOST_TEST(h5::attr_double(f.get(), "d") == -0.1);   // bit-exact float64
+  BOOST_TEST(h5::attr_double(f.get(), "d") == -0.1);                  // bit-exact float64
   BOOST_TEST(h5::attr_double(f.get(), "i") == -std::ldexp(1.0, 60));  // integers read as double
   BOOST_TEST(h5::has_attr(f.get(), "d"));
   BOOST_TEST(!h5::has_attr(f.get(), "nope"));
@@ -44,8 +44,8 @@ BOOST_AUTO_TEST_CASE(datasets_round_trip_bit_exact_contiguous_and_chunked) {
   ScratchDir dir;
   const std::string p = dir.path("d.h5");
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<double> dv{1.0 / 3, -0.0, nan, std::numeric_limits<double>::infinity(), 1e-310,
-                               7};
+  const std::vector<double> dv{1.0 / 3, -0.0, nan, std::numeric_limits<double>::infinity(),
+                               1e-310,  7};
   const std::vector<int8_t> bv{-128, 127, 0, 1, -1, 5};
   const std::vector<int64_t> iv{std::numeric_limits<int64_t>::min(), 0, 1, 2, 3,
                                 std::numeric_limits<int64_t>::max()};
@@ -92,8 +92,11 @@ BOOST_AUTO_TEST_CASE(missing_and_mis_sized_data_are_named) {
   expect_input_error([&] { h5::open_group(f.get(), "x2"); }, {"m.h5", "x2", "missing"});
   BOOST_TEST(h5::first_missing(f.get(), "grp/a/b") == "grp/a");
   BOOST_TEST(h5::exists(f.get(), "grp"));
-  expect_input_error([&] { h5::write(f.get(), "bad", {2, 2}, std::vector<double>{1, 2, 3}); },
-                     {"bad"});
+  expect_input_error(
+      [&] {
+        h5::write(f.get(), "bad", {2, 2}, std::vector<double>{1, 2, 3});
+      },
+      {"bad"});
 }
 
 BOOST_AUTO_TEST_CASE(files_that_are_not_hdf5_are_named) {

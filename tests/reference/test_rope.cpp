@@ -92,7 +92,8 @@ BOOST_AUTO_TEST_CASE(rotation_keeps_the_norm_and_logits_depend_on_the_offset_onl
       BOOST_TEST(std::abs(norm(rotated(q, 777, 10000.0, s)) - norm(q)) <= 2 * kU * norm(q));
       const double base = dot(rotated(q, 40, 10000.0, s), rotated(k, 10, 10000.0, s));
       for (int64_t shift : {1, 97, 5000}) {
-        const double shifted = dot(rotated(q, 40 + shift, 10000.0, s), rotated(k, 10 + shift, 10000.0, s));
+        const double shifted =
+            dot(rotated(q, 40 + shift, 10000.0, s), rotated(k, 10 + shift, 10000.0, s));
         BOOST_TEST(std::abs(shifted - base) <= 4 * kU * qk, "shift " << shift << " d " << d);
       }
       // And the offset does matter: a different offset gives a different logit.

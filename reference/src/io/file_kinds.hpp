@@ -22,8 +22,12 @@ inline void write_attr(hid_t loc, const std::string& name, const std::string& v)
 inline void write_attr(hid_t loc, const std::string& name, const char* v) {
   write_attr(loc, name, std::string(v));
 }
-inline void write_attr(hid_t loc, const std::string& name, int64_t v) { h5::write_attr(loc, name, v); }
-inline void write_attr(hid_t loc, const std::string& name, double v) { h5::write_attr(loc, name, v); }
+inline void write_attr(hid_t loc, const std::string& name, int64_t v) {
+  h5::write_attr(loc, name, v);
+}
+inline void write_attr(hid_t loc, const std::string& name, double v) {
+  h5::write_attr(loc, name, v);
+}
 
 /*! \brief Checks the schema/version pair shared by both file kinds. */
 inline void check_schema(hid_t root, const std::string& file, const char* schema, int64_t version) {
@@ -48,7 +52,7 @@ void write_dataset(hid_t loc, const std::string& name, const std::vector<hsize_t
 /*! \brief Opens dataset `name` (absolute path), checking its rank and type class (and
  *  byte size, if nonzero). */
 inline h5::Dataset open_dataset(hid_t f, const std::string& file, const std::string& name, int rank,
-                         H5T_class_t cls, size_t size, const char* kind) {
+                                H5T_class_t cls, size_t size, const char* kind) {
   h5::Dataset ds = h5::open_dataset(f, name);
   require(ds.type_class == cls && (size == 0 || ds.type_size == size), file, ": ", name,
           " must be ", kind);

@@ -271,30 +271,40 @@ struct PrefillParams {
   uint16_t* ring_o = nullptr;      //!< [R, M, Hq, D] bf16
   float* ring_lse = nullptr;       //!< [R, M, Hq] fp32 natural log
 
-  /*! \brief The KV cache, ring and scalar fields of `p`; batch, positions, slots and queries
-   *  left for the caller. */
-  static PrefillParams from_decode(const DecodeParams& p) {
-    PrefillParams f;
-    f.k_cache = p.k_cache;
-    f.v_cache = p.v_cache;
-    f.num_pages = p.num_pages;
-    f.page_size = p.page_size;
-    f.kv_page_stride = p.kv_page_stride;
-    f.kv_token_stride = p.kv_token_stride;
-    f.kv_head_stride = p.kv_head_stride;
-    f.page_table = p.page_table;
-    f.max_pages_per_row = p.max_pages_per_row;
-    f.softmax_scale = p.softmax_scale;
-    f.ring = p.ring;
-    f.tail = p.tail;
-    f.sinks = p.sinks;
-    f.num_slots = p.num_slots;
-    f.ring_q_pre = p.ring_q_pre;
-    f.ring_o = p.ring_o;
-    f.ring_lse = p.ring_lse;
-    return f;
-  }
+  /*! \brief The KV cache, ring and scalar fields of `p` (copy_shared_fields); batch, positions,
+   *  slots and queries left for the caller. */
+  static PrefillParams from_decode(const DecodeParams& p);
 };
+
+/*! \brief Copies the fields DecodeParams and PrefillParams share, one to the other: the paged
+ *  KV cache (pools, page table, page size and strides), softmax_scale, ring, tail, sinks and
+ *  the ring caches. */
+template <class From, class To>
+void copy_shared_fields(const From& a, To& b) {
+  b.k_cache = a.k_cache;
+  b.v_cache = a.v_cache;
+  b.num_pages = a.num_pages;
+  b.page_size = a.page_size;
+  b.kv_page_stride = a.kv_page_stride;
+  b.kv_token_stride = a.kv_token_stride;
+  b.kv_head_stride = a.kv_head_stride;
+  b.page_table = a.page_table;
+  b.max_pages_per_row = a.max_pages_per_row;
+  b.softmax_scale = a.softmax_scale;
+  b.ring = a.ring;
+  b.tail = a.tail;
+  b.sinks = a.sinks;
+  b.num_slots = a.num_slots;
+  b.ring_q_pre = a.ring_q_pre;
+  b.ring_o = a.ring_o;
+  b.ring_lse = a.ring_lse;
+}
+
+inline PrefillParams PrefillParams::from_decode(const DecodeParams& p) {
+  PrefillParams f;
+  copy_shared_fields(p, f);
+  return f;
+}
 
 /*! \brief Where K3 (rectify-append, the ring write) runs. */
 enum class K3Mode : int {
