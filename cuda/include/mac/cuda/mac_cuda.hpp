@@ -407,7 +407,8 @@ class Engine {
    *  on cfg.device (≥ workspace_size(cfg) bytes, 256-byte aligned as cudaMalloc's are; freed by
    *  the caller after the engine). create zeroes it, after waiting for the whole device: no
    *  step of another engine sharing it may be issued meanwhile, and its error flags restart
-   *  at 0. kInvalidArgument (naming the sizes) if it is too small or misaligned. */
+   *  at 0. kInvalidArgument (naming the sizes) if it is too small or misaligned; a null
+   *  `workspace` is create(cfg, out). */
   static Status create(const EngineConfig& cfg, void* workspace, size_t workspace_bytes,
                        std::unique_ptr<Engine>* out);
   /*! \brief Bytes of workspace an engine with `cfg` uses on cfg.device (create's checks, same
