@@ -38,8 +38,11 @@ class DeviceScope {
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
   Status enter(int device) {
-    MAC_CUDA_TRY(cudaSetDevice(device));
-    return Status::Ok();
+    const cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) return Status::Ok();
+    cudaGetLastError();  // not left for a later call's error check to find
+    return {StatusCode::kCudaError,
+            cat("cudaSetDevice(", device, ") for config.device: ", cudaGetErrorString(e))};
   }
 
  private:
