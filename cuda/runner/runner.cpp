@@ -282,9 +282,8 @@ Status CaseRunner::prefill(int first_row, int rows, int num_positions,
   MAC_RUNNER_TRY(dp.allocate(qpost.size() * 2));
   MAC_RUNNER_TRY(upload(dq, qpre, stream_));
   MAC_RUNNER_TRY(upload(dp, qpost, stream_));
-  PrefillParams pp;
-  pp.kv = params();
-  pp.kv.page_table = b_.page_table.as<int32_t>() + static_cast<size_t>(first_row) * max_pages_;
+  PrefillParams pp = PrefillParams::from_decode(params());
+  pp.page_table = b_.page_table.as<int32_t>() + static_cast<size_t>(first_row) * max_pages_;
   pp.batch = rows;
   pp.num_positions = num_positions;
   pp.first_pos_host = first_pos.data();

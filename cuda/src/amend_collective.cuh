@@ -70,38 +70,44 @@ __device__ __forceinline__ void load_q(const KParams& p, const ItemDesc& it, con
 }
 
 /*! \brief Finalises item `item`: its normalised partial state per query head (o fp32 [G, D]
- *  at part_o, base-2 LSE at part_lse2; an item with no key of a head gives o = 0, −inf).
+ *  at part_o, base-2 LSE at part_lse2; an item with no key of a head gives o = 0, −inf), once
+ *  each row's denominator is summed over the four lanes that hold its columns (butterfly).
  *  parts_last: store with the evict_last L2 policy. */
 template <int D>
 __device__ __forceinline__ void write_partial(const KParams& p, const int& item, const int& g0,
                                               const int& q4, const bool& parts_last,
-                                              const float (&o)[D / 8][4], const float (&mrow)[2],
-                                              const float (&lrow)[2]) {
+                                              const OnlineState<D / 4, 2>& st) {
+  using State = OnlineState<D / 4, 2>;
   constexpr int NT = D / 8;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    float l = lrow[rr];
+    // Sums of two sums, nothing to contract: plain adds, which ptxas folds into the emptiness
+    // test below (`a + b > 0` as `a > −b`, exact in round-to-nearest); __fadd_rn would keep the
+    // add.
+    float l = st.d[rr];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int g = g0 + 8 * rr;
     if (g < p.G) {
-      const bool empty = !(l > 0.f);
-      const float inv = empty ? 0.f : 1.f / l;
+      const float inv = State::inv_of(l);
       const int64_t base = (static_cast<int64_t>(item) * p.G + g);
       float* po = p.part_o + base * D;
-      const float lse2 = empty ? -INFINITY : mrow[rr] + log2f(l);
+      const float lse2 = State::lse2_of(st.m[rr], l);
       if (parts_last) {  // uniform: two copies of the stores
         const uint64_t pol = parts_evict_last_policy();
 #pragma unroll
         for (int n = 0; n < NT; ++n)
           st_cache_hint(reinterpret_cast<float2*>(po + n * 8 + q4 * 2),
-                        make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv), pol);
+                        make_float2(__fmul_rn(st.o[State::at(rr, 2 * n)], inv),
+                                    __fmul_rn(st.o[State::at(rr, 2 * n + 1)], inv)),
+                        pol);
         if (q4 == 0) st_cache_hint(p.part_lse2 + base, lse2, pol);
       } else {
 #pragma unroll
         for (int n = 0; n < NT; ++n)
           *reinterpret_cast<float2*>(po + n * 8 + q4 * 2) =
-              make_float2(o[n][rr * 2] * inv, o[n][rr * 2 + 1] * inv);
+              make_float2(__fmul_rn(st.o[State::at(rr, 2 * n)], inv),
+                          __fmul_rn(st.o[State::at(rr, 2 * n + 1)], inv));
         if (q4 == 0) p.part_lse2[base] = lse2;
       }
     }

@@ -12,9 +12,10 @@
 // through a per-warp cp.async ring of kStages shared-memory stages (16-byte copies, XOR
 // swizzled rows so ldmatrix is conflict-free); S = Q·Kᵀ and O += P·V run on mma.sync
 // m16n8k16 (bf16 in, fp32 accumulate) with the G query heads as the 16 MMA rows (rows ≥ G
-// are zero and discarded). Online softmax in base 2; the query load, the item descriptions
-// and the partial-state write are in amend_collective.cuh. Each item ends with a normalised
-// partial state (o fp32 [G, D], LSE base 2) that the combine kernel merges in item order.
+// are zero and discarded). Online softmax in base 2 (OnlineState, state.cuh); the query load,
+// the item descriptions and the partial-state write are in amend_collective.cuh. Each item ends
+// with a normalised partial state (o fp32 [G, D], LSE base 2) that the combine kernel merges in
+// item order.
 //
 // Per query head the keys of an item are clipped to the head's own range (band items start
 // at the head's band_begin), so the hit heads of a mixed group attend only their band.
@@ -282,10 +283,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
     }
     // The loader has started the next item once this item's tile t_pf is issued for.
     const int t_pf = it.ntiles - (S - 1) > 0 ? it.ntiles - (S - 1) : 0;
-    float o[NT][4];
-#pragma unroll
-    for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    OnlineState<2 * NT, 2> st;  // rows g0, g0 + 8; st.o is the MMA accumulator
 
     for (int t = 0; t < it.ntiles; ++t) {
       // Issue tile c + S − 1 into the stage tile c − 1 used (consumed last iteration, fenced
@@ -308,7 +306,8 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
       const uint32_t sK = wsmem + ((ld_seq - S) % S) * Cfg::kStageBytes, sV = sK + Cfg::kTileBytes;
       const int tile_start = it.a + 16 * t;
       // S = Q · Kᵀ: two n-tiles of 8 keys.
-      // Two accumulator chains per n-tile (even/odd k-steps) halve the dependent MMA chain.
+      // Two accumulator chains per n-tile (even/odd k-steps) halve the dependent MMA chain; their
+      // sum is written uncontracted, as the split of a reduction (state.cuh).
       float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
       {
         float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -325,9 +324,11 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
 #pragma unroll
         for (int n = 0; n < 2; ++n)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[n][e] += s2[n][e];
+          for (int e = 0; e < 4; ++e) s[n][e] = __fadd_rn(s[n][e], s2[n][e]);
       }
-      // Mask, scale to base 2, online softmax per row.
+      // Mask, scale to base 2, online softmax per row. The scaled logit's one consumer is the
+      // select, so there is no sum to contract it into: a plain product (as __fmul_rn, ptxas
+      // schedules the kernel differently, with the same results).
       float pr[2][4];
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
@@ -343,26 +344,7 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
         float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mnew = fmaxf(mrow[rr], mx);
-        float alpha = 1.f, ls = 0.f;
-        if (mnew == -INFINITY) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) x[i] = 0.f;
-        } else {
-          alpha = exp2f(mrow[rr] - mnew);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            x[i] = exp2f(x[i] - mnew);
-            ls += x[i];
-          }
-        }
-        mrow[rr] = mnew;
-        lrow[rr] = lrow[rr] * alpha + ls;
-#pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          o[n][rr * 2] *= alpha;
-          o[n][rr * 2 + 1] *= alpha;
-        }
+        st.absorb(rr, x, mx);
 #pragma unroll
         for (int i = 0; i < 4; ++i) pr[rr][i] = x[i];
       }
@@ -380,14 +362,14 @@ __global__ void __launch_bounds__(AmendCfg<D, kBulk>::kThreads, AmendCfg<D, kBul
           const int c = 2 * nd + (j >> 1);
           uint32_t b[4];
           ldmatrix_x4_trans(b, Cfg::at(sV, vrow, c));
-          mma_bf16(o[2 * nd], pa, b[0], b[1]);
-          mma_bf16(o[2 * nd + 1], pa, b[2], b[3]);
+          mma_bf16(st.o + 8 * nd, pa, b[0], b[1]);
+          mma_bf16(st.o + 8 * nd + 4, pa, b[2], b[3]);
         }
       }
       __syncwarp();
     }
 
-    write_partial<D>(p, cs_item, g0, q4, parts_last, o, mrow, lrow);
+    write_partial<D>(p, cs_item, g0, q4, parts_last, st);
   }
   if constexpr (!kBulk) cp_async_wait<0>();
 }

@@ -36,7 +36,7 @@ struct CombineShare {
 
 // kAllOnly: full attention, where every row is ineligible and only the in-order merge of
 // all items is needed: a quarter of the accumulators, so twice the resident blocks. Its
-// merge of `all` is the same sequence of the same (uncontracted, internal.cuh) operations
+// merge of `all` is the same sequence of the same (uncontracted, state.cuh) operations
 // as in the general kernel, so ineligible MAC rows stay bit-identical to full attention.
 template <int D, bool kAllOnly, int kCombineWarps>
 __global__ void __launch_bounds__(32 * kCombineWarps,
@@ -114,10 +114,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
 
   const bool want_all = !ri.eligible && want_out;
   // Final states of the four merges (normalised, base 2), as warp 0 uses them below.
-  float all_o[V], sink_o[V], band_o[V], tail_o[V];
-  float all_l2, sink_l2, band_l2, tail_l2;
+  AttnState<V> all_s, sink_s, band_s, tail_s;
   {
-    MergeAcc<V> all, sink, band, tail;  // this warp's share of each merge
+    OnlineState<V> all, sink, band, tail;  // this warp's share of each merge
     // Sixteen warps share a group's items only when it has more than sixteen; with fewer,
     // the first eight take them as the eight-warp kernel does (the same shares and merges),
     // and the others' shares are empty: a short all-hit group pays no longer finish for them.
@@ -159,15 +158,15 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
       for (int u = 0; u < U; ++u) {
         const int k = k0 + u;
         if (k >= k_hi) break;
-        if (want_all) all.add(l2[u], o[u]);
+        if (want_all) all.merge(l2[u], o[u]);
         if constexpr (!kAllOnly) {
           const int cat = item_cat(n, k);
           if (cat == kCatSink)
-            sink.add(l2[u], o[u]);
+            sink.merge(l2[u], o[u]);
           else if (cat == kCatBand)
-            band.add(l2[u], o[u]);
+            band.merge(l2[u], o[u]);
           else
-            tail.add(l2[u], o[u]);
+            tail.merge(l2[u], o[u]);
         }
       }
     }
@@ -184,9 +183,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
       }
     }
     __shared__ CombineShare<D, kCombineWarps> share;
-    auto stash = [&](int c, const MergeAcc<V>& a) {
+    auto stash = [&](int c, const OnlineState<V>& a) {
       float t[V];
-      a.normalised(t);
+      a.normalize(t);
 #pragma unroll
       for (int i = 0; i < V; ++i) share.o[c][warp][lane * V + i] = t[i];
       if (lane == 0) share.l2[c][warp] = a.lse2();
@@ -205,10 +204,10 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
     // and the general kernel take the same shares and levels (a function of the group's item
     // count) in the same order: ineligible rows keep full attention's bits.
     auto finish_shares = [&](int c, int w0, int n, int stride, float* o, float& l2) {
-      MergeAcc<V> m;
+      OnlineState<V> m;
       for (int i = 0, w = w0; i < n; ++i, w += stride)
-        m.add(share.l2[c][w], &share.o[c][w][lane * V]);
-      m.normalised(o);
+        m.merge(share.l2[c][w], &share.o[c][w][lane * V]);
+      m.normalize(o);
       l2 = m.lse2();
     };
     // Parks a merge's result in share slot w0 of merge c (the first of the slots it merged).
@@ -240,7 +239,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
     };
     if constexpr (kAllOnly) {
       if (warp != 0) return;
-      finish(0, all_o, all_l2);
+      finish(0, all_s.o, all_s.l2);
     } else {
       for (int c = warp; c < kCats; c += kCombineWarps) {
         float o[V], l;
@@ -249,65 +248,55 @@ __global__ void __launch_bounds__(32 * kCombineWarps,
       }
       __syncthreads();
       if (warp != 0) return;
-      auto load = [&](int c, float* o, float& l2) {
+      auto load = [&](int c, AttnState<V>& s) {
 #pragma unroll
-        for (int i = 0; i < V; ++i) o[i] = share.o[c][0][lane * V + i];
-        l2 = share.l2[c][0];
+        for (int i = 0; i < V; ++i) s.o[i] = share.o[c][0][lane * V + i];
+        s.l2 = share.l2[c][0];
       };
-      load(0, all_o, all_l2);
-      load(1, sink_o, sink_l2);
-      load(2, band_o, band_l2);
-      load(3, tail_o, tail_l2);
+      load(0, all_s);
+      load(1, sink_s);
+      load(2, band_s);
+      load(3, tail_s);
     }
   }
   if constexpr (kAllOnly) {
 #pragma unroll
-    for (int i = 0; i < V; ++i) p.out[out_at + lane * V + i] = float_to_bf16_bits(all_o[i]);
-    if (lane == 0 && p.lse) p.lse[lse_at()] = lse_from_log2(all_l2);
+    for (int i = 0; i < V; ++i) p.out[out_at + lane * V + i] = float_to_bf16_bits(all_s.o[i]);
+    if (lane == 0 && p.lse) p.lse[lse_at()] = lse_from_log2(all_s.l2);
   } else {
     // entry(m) = prefix ⊕ band over [Fe(E(m)), E(m)).
-    float eo[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) eo[i] = band_o[i];
-    float el = band_l2;
+    AttnState<V> entry = band_s;
     if (plan.hit) {
-      float po[V];
+      AttnState<V> prefix;
 #pragma unroll
-      for (int i = 0; i < V; ++i) po[i] = bf16_bits_to_float(bf16_of_pairs(snap_w, i));
-      float pl = snap_l2;
-      merge_states<V>(pl, po, el, eo);  // prefix ⊕ band
-      el = pl;
-#pragma unroll
-      for (int i = 0; i < V; ++i) eo[i] = po[i];
+      for (int i = 0; i < V; ++i) prefix.o[i] = bf16_bits_to_float(bf16_of_pairs(snap_w, i));
+      prefix.l2 = snap_l2;
+      prefix.merge(entry);  // prefix ⊕ band
+      entry = prefix;
     }
     if (write_entry) {
       const int64_t ri_ = (static_cast<int64_t>(ri.slot) * p.M + ri.m % p.M) * p.Hq + h;
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         p.ring_q[ri_ * D + lane * V + i] = bf16_of_pairs(q_w, i);
-        p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(eo[i]);
+        p.ring_o[ri_ * D + lane * V + i] = float_to_bf16_bits(entry.o[i]);
       }
-      if (lane == 0) p.ring_lse[ri_] = lse_from_log2(el);
+      if (lane == 0) p.ring_lse[ri_] = lse_from_log2(entry.l2);
     }
     if (!want_out) return;
 
-    float oo[V];
-    float ol;
+    AttnState<V> res;
     if (!ri.eligible) {
-      ol = all_l2;  // strictly in key order: identical to full attention
-#pragma unroll
-      for (int i = 0; i < V; ++i) oo[i] = all_o[i];
+      res = all_s;  // strictly in key order: identical to full attention
     } else {
-      ol = el;
-#pragma unroll
-      for (int i = 0; i < V; ++i) oo[i] = eo[i];
-      merge_states<V>(ol, oo, sink_l2, sink_o);  // entry ⊕ sink
-      merge_states<V>(ol, oo, tail_l2, tail_o);  // ⊕ tail
+      res = entry;
+      res.merge(sink_s);  // entry ⊕ sink
+      res.merge(tail_s);  // ⊕ tail
     }
 #pragma unroll
-    for (int i = 0; i < V; ++i) p.out[out_at + lane * V + i] = float_to_bf16_bits(oo[i]);
+    for (int i = 0; i < V; ++i) p.out[out_at + lane * V + i] = float_to_bf16_bits(res.o[i]);
     if (lane == 0) {
-      if (p.lse) p.lse[lse_at()] = lse_from_log2(ol);
+      if (p.lse) p.lse[lse_at()] = lse_from_log2(res.l2);
       if (p.diag_hit) p.diag_hit[oh] = static_cast<int8_t>(plan.hit);
       if (p.diag_match_pos) p.diag_match_pos[oh] = plan.match_pos;
       if (p.diag_d2) p.diag_d2[oh] = plan.d2;

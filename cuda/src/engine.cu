@@ -1,13 +1,10 @@
-// Engine creation: the config checked, the tuning resolved, the launch shapes and the
-// workspace carved; the engine's small queries. (Host code; a .cu only so that the internal
-// headers' device helpers compile.) Params filling: params.cu; the launch sequence:
+// Engine creation: the config checked (plan.hpp), the tuning resolved, the launch shapes
+// planned and the workspace (the engine's own or the caller's) laid out and zeroed; the
+// workspace size query; the engine's small queries. (Host code; a .cu only so that the
+// internal headers' device helpers compile.) Params filling: params.cu; the launch sequence:
 // step.cu; prefill: prefill.cu; graph capture: graph.cu.
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <sstream>
-#include <vector>
+#include <cstdint>
 
 #include "engine_impl.hpp"
 #include "host_status.hpp"
@@ -18,13 +15,6 @@ namespace mac::cuda {
 
 namespace {
 
-/*! \brief A tuning field in [lo, hi], or an error naming it and its value. */
-Status tuning_in(const char* name, long v, long lo, long hi) {
-  if (v >= lo && v <= hi) return Status::Ok();
-  return invalid(cat("tuning.", name, " = ", v, " (expected ", lo, "..", hi, ")"));
-}
-size_t align256(size_t x) { return (x + 255) / 256 * 256; }
-
 /*! \brief The amend kernel's persistent grid for head dim D, 0 for an unsupported D. */
 int amend_grid(int D, int device, bool bulk, int table_bytes) {
   switch (D) {
@@ -33,6 +23,141 @@ int amend_grid(int D, int device, bool bulk, int table_bytes) {
     case 256: return detail::amend_grid_d256(device, bulk, table_bytes);
     default: return 0;
   }
+}
+
+/*! \brief Makes `device` current for its lifetime and then restores the caller's (on every
+ *  path, failures included). */
+class DeviceScope {
+ public:
+  DeviceScope() : restore_(cudaGetDevice(&caller_) == cudaSuccess) {
+    if (!restore_) cudaGetLastError();
+  }
+  ~DeviceScope() {
+    if (restore_) cudaSetDevice(caller_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  Status enter(int device) {
+    const cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) return Status::Ok();
+    cudaGetLastError();  // not left for a later call's error check to find
+    return {StatusCode::kCudaError,
+            cat("cudaSetDevice(", device, ") for config.device: ", cudaGetErrorString(e))};
+  }
+
+ private:
+  int caller_ = -1;
+  bool restore_;
+};
+
+/*! \brief Resolves what depends on the device for a checked `cfg` (detail::check_config), with
+ *  cfg.device current: the tuning, the amend kernel's grid and whether it schedules itself, and
+ *  the workspace layout. Fills everything of `impl` but the workspace views. */
+Status plan_engine(const EngineConfig& cfg, Engine::Impl* impl) {
+  impl->cfg = cfg;
+  impl->G = cfg.num_q_heads / cfg.num_kv_heads;
+  impl->chunk = cfg.kv_chunk;
+  const int N = cfg.max_batch, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
+  const Tuning& tu = cfg.tuning;
+  // cp.async by default: measured faster than per-row bulk copies (docs/decisions.md).
+  const bool bulk = cfg.amend == AmendVariant::kBulk;
+  impl->bulk = bulk;
+  // Three L2 policies chosen per step: the partial states discarded after the combine
+  // (parts_discard_auto, work_items.hpp), stored evict_last where they are (parts_dropped,
+  // internal.cuh), and evict_first on the K/V stream on small steps (kv_evict_first_auto) and
+  // beside evict_last partials; Tuning fixes them (experiments and tests).
+  impl->kv_evict_first = tu.kv_evict_first;
+  impl->parts_discard = tu.parts_discard;
+  impl->parts_evict_last = tu.parts_evict_last;
+  // Not bit 3: measured, amend → combine as a programmatic edge costs full-attention steps
+  // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (against plain stream order;
+  // docs/decisions.md).
+  constexpr unsigned kPdlDefault = 1u | 2u | 4u;
+  impl->pdl_edges = tu.pdl_edges >= 0      ? static_cast<unsigned>(tu.pdl_edges)
+                    : cfg.dependent_launch ? kPdlDefault
+                                           : 0u;
+  MAC_CUDA_TRY(cudaDeviceGetAttribute(&impl->sms, cudaDevAttrMultiProcessorCount, cfg.device));
+  MAC_CUDA_TRY(detail::prepare_match(D));
+  impl->grid = amend_grid(D, cfg.device, bulk, 0);
+  if (impl->grid < 1)
+    return {StatusCode::kUnsupported,
+            cat("head_dim = ", D, ": no amend kernel for it (64, 128, 256)")};
+  // Tuning caps of the persistent grid (experiments: fewer, longer K/V streams; tests: with
+  // few warps, steps small enough for the CPU reference take the item sizes of large ones).
+  if (tu.amend_blocks_per_sm > 0)
+    impl->grid = std::min(impl->grid, tu.amend_blocks_per_sm * impl->sms);
+  if (tu.amend_blocks > 0) impl->grid = std::min(impl->grid, tu.amend_blocks);
+  impl->table_bytes = 0;
+  if (cfg.schedule == ScheduleMode::kAuto) {
+    // The amend kernel schedules its own items when its tables fit beside the stages
+    // without costing a resident block (docs/cuda.md), of the grid as capped above;
+    // otherwise the schedule kernel does.
+    const int64_t tb = (detail::self_schedule_ints(N, Hkv) * 4 + 15) / 16 * 16;
+    if (tb <= detail::kMaxSelfTableBytes) {
+      const int g = amend_grid(D, cfg.device, bulk, static_cast<int>(tb));
+      if (g >= impl->grid) impl->table_bytes = static_cast<int>(tb);
+    }
+  }
+  MAC_CUDA_TRY(cudaGetLastError());
+  MAC_STATUS_TRY(detail::plan_workspace(cfg, impl->grid * detail::kAmendWarps, &impl->layout));
+  impl->max_items = static_cast<int>(impl->layout.max_items);
+  return Status::Ok();
+}
+
+/*! \brief Points the engine's workspace views into `base` (impl->layout). */
+void carve_workspace(Engine::Impl* impl, char* base) {
+  const detail::WorkspaceLayout& w = impl->layout;
+  impl->ws_base = base;
+  impl->plans = reinterpret_cast<detail::HeadPlan*>(base + w.plans);
+  impl->snap_o = reinterpret_cast<uint16_t*>(base + w.snap_o);
+  impl->snap_lse2 = reinterpret_cast<float*>(base + w.snap_lse2);
+  impl->rows = reinterpret_cast<detail::RowInfo*>(base + w.rows);
+  impl->groups = reinterpret_cast<detail::GroupDesc*>(base + w.groups);
+  impl->group_off = reinterpret_cast<int*>(base + w.group_off);
+  impl->item_group = reinterpret_cast<int*>(base + w.item_group);
+  impl->work = reinterpret_cast<int*>(base + w.work);
+  impl->part_o = reinterpret_cast<float*>(base + w.part_o);
+  impl->part_lse2 = reinterpret_cast<float*>(base + w.part_lse2);
+  impl->err = reinterpret_cast<int*>(base + w.err);
+  const int N = impl->cfg.max_batch;
+  impl->pf_pt = reinterpret_cast<int32_t*>(base + w.prefill);
+  impl->pf_len = impl->pf_pt + N;
+  impl->pf_slot = impl->pf_pt + 2 * N;
+  impl->pf_q = reinterpret_cast<uint16_t*>(base + w.prefill_q);
+}
+
+/*! \brief create() and create(workspace): the engine on cfg.device with the caller's
+ *  workspace, or (workspace null) one of its own. */
+Status create_engine(const EngineConfig& cfg, void* workspace, size_t workspace_bytes,
+                     std::unique_ptr<Engine::Impl>* out) {
+  auto impl = std::make_unique<Engine::Impl>();
+  MAC_STATUS_TRY(plan_engine(cfg, impl.get()));
+  const size_t need = impl->layout.bytes;
+  if (workspace) {
+    if (workspace_bytes < need)
+      return invalid(cat("workspace_bytes = ", workspace_bytes, " is less than the ", need,
+                         " bytes this config needs (Engine::workspace_size)"));
+    if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
+      return invalid(cat("workspace = ", workspace, " must be 256-byte aligned (cudaMalloc is)"));
+    carve_workspace(impl.get(), static_cast<char*>(workspace));
+  } else {
+    MAC_STATUS_TRY(impl->ws.allocate(need));
+    carve_workspace(impl.get(), impl->ws.as<char>());
+  }
+  impl->ws_bytes = need;
+  // The step-to-step words (the item counter, the error flags) start at zero, and so does
+  // everything else, which no step reads before writing it.
+  MAC_CUDA_TRY(cudaDeviceSynchronize());  // no step of an engine sharing it is in flight
+  MAC_CUDA_TRY(cudaMemset(impl->ws_base, 0, need));
+  // cudaMemset runs on the legacy default stream, which callers' non-blocking streams
+  // (stream_create) do not wait for: finish it here, or a first prefill/step on such a
+  // stream can see its row table zeroed after upload (found by mac-verify, GPU mode).
+  MAC_CUDA_TRY(cudaDeviceSynchronize());
+  MAC_CUDA_TRY(cudaStreamCreateWithFlags(&impl->side, cudaStreamNonBlocking));
+  MAC_CUDA_TRY(cudaEventCreateWithFlags(&impl->ev_fork, cudaEventDisableTiming));
+  MAC_CUDA_TRY(cudaEventCreateWithFlags(&impl->ev_join, cudaEventDisableTiming));
+  *out = std::move(impl);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -49,144 +174,46 @@ int Engine::chunk() const { return impl_->chunk; }
 bool Engine::bulk_copies() const { return impl_->bulk; }
 bool Engine::self_scheduled() const { return impl_->table_bytes > 0; }
 
-Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
-  // The caller's current device is restored on every path (cudaSetDevice below selects
-  // cfg.device for the engine's allocations and attributes).
-  int caller_device = -1;
-  const bool restore = cudaGetDevice(&caller_device) == cudaSuccess;
-  if (!restore) cudaGetLastError();
-  auto create_on_device = [&]() -> Status {
-    if (out == nullptr) return invalid("Engine::create: out is null");
-    out->reset();
-    if (!cuda_device_present())
-      return {StatusCode::kNoCuda, cat("no CUDA device: ", device_description())};
-    if (!supported_head_dim(cfg.head_dim))
-      return {StatusCode::kUnsupported,
-              cat("head_dim = ", cfg.head_dim, " is not supported (64, 128, 256)")};
-    if (cfg.num_kv_heads < 1 || cfg.num_q_heads < 1 || cfg.num_q_heads % cfg.num_kv_heads != 0)
-      return invalid(cat("num_q_heads = ", cfg.num_q_heads,
-                         " must be a positive multiple of num_kv_heads = ", cfg.num_kv_heads));
-    const int G = cfg.num_q_heads / cfg.num_kv_heads;
-    if (G > kMaxGroup)
-      return {StatusCode::kUnsupported, cat("G = Hq/Hkv = ", G, " is not supported (1..16)")};
-    if (cfg.max_batch < 1) return invalid(cat("max_batch = ", cfg.max_batch, " must be ≥ 1"));
-    if (cfg.max_context < 1 || cfg.max_context > kMaxContext)
-      return {StatusCode::kContextTooLong,
-              cat("max_context = ", cfg.max_context, " must be in [1, ", kMaxContext, "]")};
-    if (cfg.ring < 1) return invalid(cat("ring = ", cfg.ring, " must be ≥ 1"));
-    // kv_chunk = 0: the item size is chosen per step on the device (work_items.hpp auto_chunk).
-    if (cfg.kv_chunk != 0 &&
-        (cfg.kv_chunk < 16 || cfg.kv_chunk > (1 << 20) || !detail::is_pow2(cfg.kv_chunk)))
-      return invalid(cat("kv_chunk = ", cfg.kv_chunk,
-                         " must be 0 (automatic) or a power of two in [16, 2^20]"));
-    MAC_CUDA_TRY(cudaSetDevice(cfg.device));
+namespace {
 
-    auto impl = std::make_unique<Impl>();
-    impl->cfg = cfg;
-    impl->G = G;
-    impl->chunk = cfg.kv_chunk;
-    const int N = cfg.max_batch, Hq = cfg.num_q_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
-    const Tuning& tu = cfg.tuning;
-    // cp.async by default: measured faster than per-row bulk copies (docs/decisions.md).
-    const bool bulk = cfg.amend == AmendVariant::kBulk;
-    impl->bulk = bulk;
-    // Three L2 policies chosen per step: the partial states discarded after the combine
-    // (parts_discard_auto, work_items.hpp), stored evict_last where they are (parts_dropped,
-    // internal.cuh), and evict_first on the K/V stream on small steps (kv_evict_first_auto) and
-    // beside evict_last partials; Tuning fixes them (experiments and tests).
-    MAC_STATUS_TRY(tuning_in("kv_evict_first", tu.kv_evict_first, -1, 1));
-    MAC_STATUS_TRY(tuning_in("parts_discard", tu.parts_discard, -1, 1));
-    MAC_STATUS_TRY(tuning_in("parts_evict_last", tu.parts_evict_last, -1, 1));
-    MAC_STATUS_TRY(tuning_in("pdl_edges", tu.pdl_edges, -1, 15));
-    MAC_STATUS_TRY(tuning_in("amend_blocks_per_sm", tu.amend_blocks_per_sm, 0, 32));
-    MAC_STATUS_TRY(tuning_in("amend_blocks", tu.amend_blocks, 0, 1 << 20));
-    impl->kv_evict_first = tu.kv_evict_first;
-    impl->parts_discard = tu.parts_discard;
-    impl->parts_evict_last = tu.parts_evict_last;
-    // Not bit 3: measured, amend → combine as a programmatic edge costs full-attention steps
-    // 0.5–1.7 µs at batch 1 while MAC steps gain 0.4–1 µs (against plain stream order;
-    // docs/decisions.md).
-    constexpr unsigned kPdlDefault = 1u | 2u | 4u;
-    impl->pdl_edges = tu.pdl_edges >= 0      ? static_cast<unsigned>(tu.pdl_edges)
-                      : cfg.dependent_launch ? kPdlDefault
-                                             : 0u;
-    MAC_CUDA_TRY(cudaDeviceGetAttribute(&impl->sms, cudaDevAttrMultiProcessorCount, cfg.device));
-    MAC_CUDA_TRY(detail::prepare_match(D));
-    impl->grid = amend_grid(D, cfg.device, bulk, 0);
-    if (impl->grid < 1)
-      return {StatusCode::kUnsupported,
-              cat("head_dim = ", D, ": no amend kernel for it (64, 128, 256)")};
-    // Tuning caps of the persistent grid (experiments: fewer, longer K/V streams; tests: with
-    // few warps, steps small enough for the CPU reference take the item sizes of large ones).
-    if (tu.amend_blocks_per_sm > 0)
-      impl->grid = std::min(impl->grid, tu.amend_blocks_per_sm * impl->sms);
-    if (tu.amend_blocks > 0) impl->grid = std::min(impl->grid, tu.amend_blocks);
-    if (cfg.schedule == ScheduleMode::kAuto) {
-      // The amend kernel schedules its own items when its tables fit beside the stages
-      // without costing a resident block (docs/cuda.md), of the grid as capped above;
-      // otherwise the schedule kernel does.
-      const int64_t tb = (detail::self_schedule_ints(N, Hkv) * 4 + 15) / 16 * 16;
-      if (tb <= detail::kMaxSelfTableBytes) {
-        const int g = amend_grid(D, cfg.device, bulk, static_cast<int>(tb));
-        if (g >= impl->grid) impl->table_bytes = static_cast<int>(tb);
-      }
-    }
-    MAC_CUDA_TRY(cudaGetLastError());
-    const int warps = impl->grid * detail::kAmendWarps;
-    const int64_t max_items = detail::max_items_bound(int64_t{N} * Hkv * cfg.max_context, N * Hkv,
-                                                      warps, cfg.kv_chunk, cfg.head_dim);
-    if (max_items > (int64_t{1} << 30))
-      return invalid(cat("max_batch·Hkv·context/chunk too large: ", max_items, " items"));
-    impl->max_items = static_cast<int>(max_items);
-    size_t off = 0;
-    auto take = [&](size_t bytes) {
-      const size_t o = off;
-      off += align256(bytes);
-      return o;
-    };
-    const size_t o_plans = take(sizeof(detail::HeadPlan) * N * Hq);
-    const size_t o_snap = take(sizeof(uint16_t) * N * Hq * D);
-    const size_t o_snapl = take(sizeof(float) * N * Hq);
-    const size_t o_rows = take(sizeof(detail::RowInfo) * N);
-    const size_t o_groups = take(sizeof(detail::GroupDesc) * N * Hkv);
-    const size_t o_goff = take(sizeof(int) * (N * Hkv + 1));
-    const size_t o_igrp = take(sizeof(int) * max_items);
-    const size_t o_work = take(sizeof(int) * detail::kWorkInts);
-    const size_t o_po = take(sizeof(float) * max_items * G * D);
-    const size_t o_pl = take(sizeof(float) * max_items * G);
-    const size_t o_err = take(sizeof(int));
-    const size_t o_pf = take(sizeof(int32_t) * 3 * N);
-    MAC_STATUS_TRY(impl->ws.allocate(off));
-    impl->ws_bytes = off;
-    char* b = impl->ws.as<char>();
-    impl->plans = reinterpret_cast<detail::HeadPlan*>(b + o_plans);
-    impl->snap_o = reinterpret_cast<uint16_t*>(b + o_snap);
-    impl->snap_lse2 = reinterpret_cast<float*>(b + o_snapl);
-    impl->rows = reinterpret_cast<detail::RowInfo*>(b + o_rows);
-    impl->groups = reinterpret_cast<detail::GroupDesc*>(b + o_groups);
-    impl->group_off = reinterpret_cast<int*>(b + o_goff);
-    impl->item_group = reinterpret_cast<int*>(b + o_igrp);
-    impl->work = reinterpret_cast<int*>(b + o_work);
-    impl->part_o = reinterpret_cast<float*>(b + o_po);
-    impl->part_lse2 = reinterpret_cast<float*>(b + o_pl);
-    impl->err = reinterpret_cast<int*>(b + o_err);
-    impl->pf_pt = reinterpret_cast<int32_t*>(b + o_pf);
-    impl->pf_len = impl->pf_pt + N;
-    impl->pf_slot = impl->pf_pt + 2 * N;
-    MAC_CUDA_TRY(cudaMemset(impl->ws.data(), 0, off));
-    // cudaMemset runs on the legacy default stream, which callers' non-blocking streams
-    // (stream_create) do not wait for: finish it here, or a first prefill/step on such a
-    // stream can see its row table zeroed after upload (found by mac-verify, GPU mode).
-    MAC_CUDA_TRY(cudaDeviceSynchronize());
-    MAC_CUDA_TRY(cudaStreamCreateWithFlags(&impl->side, cudaStreamNonBlocking));
-    MAC_CUDA_TRY(cudaEventCreateWithFlags(&impl->ev_fork, cudaEventDisableTiming));
-    MAC_CUDA_TRY(cudaEventCreateWithFlags(&impl->ev_join, cudaEventDisableTiming));
-    out->reset(new Engine(std::move(impl)));
-    return Status::Ok();
-  };
-  const Status st = create_on_device();
-  if (restore) cudaSetDevice(caller_device);
-  return st;
+/*! \brief The checks before anything touches the device: one present, `cfg` valid. */
+Status check_before_device(const EngineConfig& cfg) {
+  if (!cuda_device_present())
+    return {StatusCode::kNoCuda, cat("no CUDA device: ", device_description())};
+  return detail::check_config(cfg);
+}
+
+}  // namespace
+
+Status Engine::workspace_size(const EngineConfig& cfg, size_t* bytes) {
+  if (bytes == nullptr) return invalid("Engine::workspace_size: bytes is null");
+  *bytes = 0;
+  MAC_STATUS_TRY(check_before_device(cfg));
+  DeviceScope scope;  // the caller's current device is restored on every path
+  MAC_STATUS_TRY(scope.enter(cfg.device));
+  Impl impl;
+  MAC_STATUS_TRY(plan_engine(cfg, &impl));
+  *bytes = impl.layout.bytes;
+  return Status::Ok();
+}
+
+Status Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
+  return create(cfg, nullptr, 0, out);
+}
+
+Status Engine::create(const EngineConfig& cfg, void* workspace, size_t workspace_bytes,
+                      std::unique_ptr<Engine>* out) {
+  if (out == nullptr) return invalid("Engine::create: out is null");
+  out->reset();
+  MAC_STATUS_TRY(check_before_device(cfg));
+  // cfg.device is current for the allocations and attributes; the caller's device is restored
+  // on every path.
+  DeviceScope scope;
+  MAC_STATUS_TRY(scope.enter(cfg.device));
+  std::unique_ptr<Impl> impl;
+  MAC_STATUS_TRY(create_engine(cfg, workspace, workspace_bytes, &impl));
+  out->reset(new Engine(std::move(impl)));
+  return Status::Ok();
 }
 
 Status Engine::last_chunk(int* chunk, void* stream) const {

@@ -7,6 +7,7 @@
 #include "host_status.hpp"
 #include "launch.hpp"
 #include "mac/cuda/mac_cuda.hpp"
+#include "plan.hpp"
 
 namespace mac::cuda {
 
@@ -26,17 +27,19 @@ struct Engine::Impl {
   int G = 1, chunk = 0, grid = 0, max_items = 0;  // chunk 0: chosen per step on the device
   bool bulk = false;
   int table_bytes = 0;      // > 0: the amend kernel schedules its own items (ScheduleMode::kAuto)
-  int kv_evict_first = -1;  // L2 policy of the K/V stream: −1 per step, else fixed (env)
-  int parts_discard =
-      -1;  // the partials' L2 lines dropped after the combine: −1 per step, else fixed (env)
-  int parts_evict_last = -1;  // the partials stored evict_last: −1 where dropped, else fixed (env)
+  int kv_evict_first = -1;  // L2 policy of the K/V stream: −1 per step, else fixed (Tuning)
+  int parts_discard = -1;   // the partials' L2 lines dropped after the combine: −1 per step, else
+                            // fixed (Tuning)
+  int parts_evict_last = -1;  // the partials stored evict_last: −1 where dropped, else fixed
   // Kernel boundaries launched as programmatic dependents: bit 0 K1 → schedule kernel (MAC
   // steps that are not self-scheduled), bit 1 → amend (from K1 or the schedule kernel),
   // bit 2 amend → combine in MAC and prefill steps, bit 3 amend → combine in full-attention
-  // steps. config.dependent_launch: bits 0–2 (kPdlDefault), else none; env
-  // MAC_CUDA_PDL_EDGES (0..15, an experiment-only switch) overrides.
+  // steps. config.dependent_launch: bits 0–2 (kPdlDefault), else none; Tuning::pdl_edges
+  // (0..15) overrides.
   unsigned pdl_edges = 0;
-  DeviceBuffer ws;
+  detail::WorkspaceLayout layout;
+  DeviceBuffer ws;          // the engine's own workspace (empty when the caller's is used)
+  char* ws_base = nullptr;  // the workspace in use, ws_bytes long
   size_t ws_bytes = 0;
   // workspace views
   detail::HeadPlan* plans = nullptr;
@@ -54,6 +57,7 @@ struct Engine::Impl {
   int32_t* pf_pt = nullptr;  // prefill pseudo-rows: page-table row, kv_len, slot
   int32_t* pf_len = nullptr;
   int32_t* pf_slot = nullptr;
+  uint16_t* pf_q = nullptr;  // prefill queries gathered: q_pre [N, Hq, D], then q_post
   cudaStream_t side = nullptr;
   cudaEvent_t ev_fork = nullptr, ev_join = nullptr;
   cudaGraph_t graph = nullptr;
@@ -68,6 +72,8 @@ struct Engine::Impl {
   }
 
   detail::KParams base(const DecodeParams& p, int mode) const;
+  /*! \brief Checks a prefill's params against the config (params.cu). */
+  Status validate(const PrefillParams& p) const;
   Status launch(const detail::KParams& kp, int mode, cudaStream_t s);
 };
 

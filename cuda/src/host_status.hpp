@@ -1,23 +1,17 @@
 #pragma once
 // Host-side status helpers shared by the host layers of mac_cuda (device.cu, engine.cu,
-// launch_step.cu, prefill.cu, graph.cu, bench.cu): a message builder, the kInvalidArgument
-// and kCudaError statuses, and the early-return macros.
+// step.cu, prefill.cu, graph.cu, bench.cu): the message builder and kInvalidArgument status
+// (status_text.hpp), the kCudaError status, and the early-return macros.
 #include <cuda_runtime.h>
 
 #include <sstream>
 #include <string>
 
 #include "mac/cuda/mac_cuda.hpp"
+#include "status_text.hpp"
 
 namespace mac::cuda::detail {
 
-template <typename... Args>
-inline std::string cat(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
-inline Status invalid(const std::string& m) { return {StatusCode::kInvalidArgument, m}; }
 inline Status cuda_status(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
   return {StatusCode::kCudaError, cat(what, ": ", cudaGetErrorString(e))};

@@ -1,7 +1,7 @@
 #pragma once
-// Internal device-side vocabulary of mac_cuda: the kernel parameter block, the per-head and
-// per-row records the kernels pass on, and the device twin of the attention-state algebra
-// (base-2 inside, natural log at the boundary). The work-item decomposition shared by the
+// Internal device-side vocabulary of mac_cuda: the kernel parameter block and helpers on the
+// per-head and per-row records the kernels pass on (plan.hpp). The attention state (base 2
+// inside, natural log at the boundary) is state.cuh; the work-item decomposition shared by the
 // schedule, amend and combine kernels is plain C++ in work_items.hpp.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -11,6 +11,8 @@
 
 #include "mac/cuda/mac_cuda.hpp"
 #include "mac/semantics.hpp"  // kMaxGroup, lse_from_log2, lse_to_log2
+#include "plan.hpp"           // HeadPlan, RowInfo, WorkSlot
+#include "state.cuh"
 #include "work_items.hpp"
 
 namespace mac::cuda::detail {
@@ -36,29 +38,11 @@ __device__ __forceinline__ void wait_prior_grid_then_release_next() {
 #endif
 }
 
-/*! \brief Slots of the workspace's `work` ints. */
-enum WorkSlot : int {
-  kWorkC = 0,         // item size of eligible rows (store_cuts; read back by Engine::last_chunk)
-  kWorkClaims = 1,    // the amend kernel's dynamic item counter (reset by the combine)
-  kWorkLgC = 2,       // its log2
-  kWorkCExact = 3,    // item size of rows that are not eligible (the exact cut)
-  kWorkLgCExact = 4,  // its log2
-  kWorkInts = 5
-};
-
 /*! \brief Row modes of one launch. */
 enum Mode : int {
   kModeFull = 0,     // exact attention, nothing written to rings
   kModeMac = 1,      // K1 decisions, K3 write gated by readiness
   kModePrefill = 2,  // exact band state of each (pseudo) row written to the ring, no output
-};
-
-/*! \brief Per (row, query head) decision of K1 (or the exact default). */
-struct HeadPlan {
-  int band_begin;  // E(p) on a hit, Fe(E(m)) on a miss
-  int match_pos;   // −1 on a miss
-  float d2;        // canonical FP32 d2 of the nearest candidate, NaN if none searched
-  int hit;         // 1 on a hit
 };
 
 /*! \brief The plan of a head without a match: band from `band_begin`, nothing searched. */
@@ -70,15 +54,6 @@ __device__ inline HeadPlan miss_plan(int band_begin) {
   plan.hit = 0;
   return plan;
 }
-
-/*! \brief Row flags written by K1 (or the scheduler in full mode). */
-struct RowInfo {
-  int m;         // position, −1 if kv_len invalid
-  int ready;     // ready[slot] ≠ 0 && epochs equal (0 in full mode)
-  int eligible;  // m ≥ gen_min && ready && m ≥ 1
-  int valid;     // kv_len in [1, max_context] and slot in range (MAC/prefill)
-  int slot;      // request slot as given (MAC/prefill; −1 in full mode); in range iff valid
-};
 
 /*! \brief Everything the kernels read; passed by value. */
 struct KParams {
@@ -273,68 +248,6 @@ __device__ inline StepCuts load_cuts(const KParams& p) {
   c.exact.C = ld(kWorkCExact);
   c.exact.lg = ld(kWorkLgCExact);
   return c;
-}
-
-/*! \brief Online merge accumulator in base 2: running max `mx`, sum `s`, and per-lane
- *  unnormalised output `acc[i]` (scaled by 2^−mx). add(L2, o) merges a normalised state.
- *  Every operation is an explicit round-to-nearest intrinsic, never contracted, so two
- *  kernels that run the same merges get the same bits whatever the compiler schedules. */
-template <int V>
-struct MergeAcc {
-  float mx = -INFINITY, s = 0.f;
-  float acc[V];
-  __device__ MergeAcc() {
-#pragma unroll
-    for (int i = 0; i < V; ++i) acc[i] = 0.f;
-  }
-  __device__ void add(float l2, const float* o) {
-    if (!(l2 > -INFINITY)) return;  // empty (or NaN) side is ignored
-    if (l2 > mx) {
-      const float a = exp2f(__fsub_rn(mx, l2));  // mx = −inf → 0
-      s = __fmul_rn(s, a);
-#pragma unroll
-      for (int i = 0; i < V; ++i) acc[i] = __fmul_rn(acc[i], a);
-      mx = l2;
-    }
-    const float w = exp2f(__fsub_rn(l2, mx));
-    s = __fadd_rn(s, w);
-#pragma unroll
-    for (int i = 0; i < V; ++i) acc[i] = __fmaf_rn(w, o[i], acc[i]);
-  }
-  __device__ bool empty() const { return !(s > 0.f); }
-  __device__ float lse2() const { return empty() ? -INFINITY : __fadd_rn(mx, log2f(s)); }
-  __device__ void normalised(float* o) const {
-    const float inv = empty() ? 0.f : __frcp_rn(s);
-#pragma unroll
-    for (int i = 0; i < V; ++i) o[i] = __fmul_rn(acc[i], inv);
-  }
-};
-
-/*! \brief ⊕ of two normalised base-2 states (a ← a ⊕ b); an empty side yields the other. */
-template <int V>
-__device__ inline void merge_states(float& la, float* oa, float lb, const float* ob) {
-  const bool ea = !(la > -INFINITY), eb = !(lb > -INFINITY);
-  if (eb) {
-    if (ea) {
-      la = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < V; ++i) oa[i] = 0.f;
-    }
-    return;
-  }
-  if (ea) {
-    la = lb;
-#pragma unroll
-    for (int i = 0; i < V; ++i) oa[i] = ob[i];
-    return;
-  }
-  const float mu = fmaxf(la, lb);
-  const float wa = exp2f(la - mu), wb = exp2f(lb - mu);
-  const float l = mu + log2f(wa + wb);
-  const float ca = exp2f(la - l), cb = exp2f(lb - l);
-#pragma unroll
-  for (int i = 0; i < V; ++i) oa[i] = ca * oa[i] + cb * ob[i];
-  la = l;
 }
 
 }  // namespace mac::cuda::detail

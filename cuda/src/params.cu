@@ -1,5 +1,6 @@
-// Host-side checks of a step's DecodeParams against the engine config, and the kernel
-// parameter block (KParams) filled from them: the one place API fields become kernel fields.
+// Host-side checks of a step's DecodeParams and a prefill's PrefillParams against the engine
+// config, and the kernel parameter block (KParams) filled from them: the one place API fields
+// become kernel fields.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -9,48 +10,88 @@
 
 namespace mac::cuda {
 
+namespace {
+
+/*! \brief The scalars a step and a prefill share (DecodeParams, PrefillParams). */
+template <class P>
+Status check_scalars(const P& p) {
+  if (!(std::isfinite(p.softmax_scale) && p.softmax_scale > 0))
+    return invalid(cat("softmax_scale = ", p.softmax_scale, " must be finite and > 0"));
+  if (p.tail < 0) return invalid(cat("tail (r) = ", p.tail, " must be ≥ 0"));
+  if (p.sinks < 0) return invalid(cat("sinks (F) = ", p.sinks, " must be ≥ 0"));
+  return Status::Ok();
+}
+
+/*! \brief The ring caches of a MAC step or a prefill: M as configured, slots, pointers. */
+template <class P>
+Status check_rings(const P& p, const EngineConfig& c) {
+  if (p.ring != c.ring)
+    return invalid(cat("ring (M) = ", p.ring, " differs from config.ring = ", c.ring));
+  if (p.num_slots < 1) return invalid(cat("num_slots = ", p.num_slots, " must be ≥ 1"));
+  if (!p.ring_q_pre || !p.ring_o || !p.ring_lse) return invalid("a ring pointer is null");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Engine::validate(const DecodeParams& p, StepKind kind) const {
   const EngineConfig& c = impl_->cfg;
   const int D = c.head_dim;
   if (p.batch < 1 || p.batch > c.max_batch)
     return invalid(cat("batch = ", p.batch, " must be in [1, max_batch = ", c.max_batch, "]"));
   if (!p.q_post) return invalid("q_post is null");
-  if (!p.k_cache || !p.v_cache) return invalid("k_cache/v_cache is null");
-  if (!p.page_table) return invalid("page_table is null");
   if (!p.kv_len) return invalid("kv_len is null");
   if (!p.out) return invalid("out is null");
-  if (p.page_size < 1) return invalid(cat("page_size = ", p.page_size, " must be ≥ 1"));
-  if (p.num_pages < 1) return invalid(cat("num_pages = ", p.num_pages, " must be ≥ 1"));
-  if (p.max_pages_per_row < 1)
-    return invalid(cat("max_pages_per_row = ", p.max_pages_per_row, " must be ≥ 1"));
-  const int64_t ts = p.kv_token_stride ? p.kv_token_stride : int64_t{c.num_kv_heads} * D;
-  const int64_t hs = p.kv_head_stride ? p.kv_head_stride : D;
-  const int64_t ps = p.kv_page_stride ? p.kv_page_stride : ts * p.page_size;
-  if (ts % 8 || hs % 8 || ps % 8)
-    return invalid(cat("KV strides (page ", ps, ", token ", ts, ", head ", hs,
-                       ") must be multiples of 8 elements (16 B)"));
   const int Hq = c.num_q_heads;
   for (const std::string& e :
-       {detail::check_strides("q", p.q_row_stride, p.q_head_stride, p.batch, Hq, D, 8, true),
+       {detail::check_paged_kv(p, c.num_kv_heads, D),
+        detail::check_strides("q", p.q_row_stride, p.q_head_stride, p.batch, Hq, D, 8, true),
         detail::check_strides("out", p.out_row_stride, p.out_head_stride, p.batch, Hq, D, 1, true),
         detail::check_strides("lse", p.lse_row_stride, p.lse_head_stride, p.batch, Hq, 1, 1,
                               p.lse != nullptr)})
     if (!e.empty()) return invalid(e);
-  if (!(std::isfinite(p.softmax_scale) && p.softmax_scale > 0))
-    return invalid(cat("softmax_scale = ", p.softmax_scale, " must be finite and > 0"));
-  if (p.tail < 0) return invalid(cat("tail (r) = ", p.tail, " must be ≥ 0"));
-  if (p.sinks < 0) return invalid(cat("sinks (F) = ", p.sinks, " must be ≥ 0"));
+  MAC_STATUS_TRY(check_scalars(p));
   if (kind == StepKind::kMac) {
     if (!p.q_pre) return invalid("q_pre is null");
     if (!(std::isfinite(p.tau) && p.tau < 1))
       return invalid(cat("tau = ", p.tau, " must be finite and < 1"));
-    if (p.ring != c.ring)
-      return invalid(cat("ring (M) = ", p.ring, " differs from config.ring = ", c.ring));
     if (p.gen_min < 0) return invalid(cat("gen_min = ", p.gen_min, " must be ≥ 0"));
-    if (!p.slot || p.num_slots < 1)
-      return invalid(cat("slot is null or num_slots = ", p.num_slots, " < 1"));
-    if (!p.ring_q_pre || !p.ring_o || !p.ring_lse) return invalid("a ring pointer is null");
+    if (!p.slot) return invalid("slot is null");
+    MAC_STATUS_TRY(check_rings(p, c));
     if (!p.ready || !p.epoch_a || !p.epoch_b) return invalid("ready/epoch_a/epoch_b is null");
+  }
+  return Status::Ok();
+}
+
+Status Engine::Impl::validate(const PrefillParams& p) const {
+  const EngineConfig& c = cfg;
+  if (p.batch < 1) return invalid(cat("prefill batch = ", p.batch, " must be ≥ 1"));
+  if (p.num_positions < 0 || p.num_positions > c.ring)
+    return invalid(cat("num_positions = ", p.num_positions, " must be in [0, M = ", c.ring, "]"));
+  if (p.num_positions == 0) return Status::Ok();  // nothing is read
+  if (!p.first_pos_host || !p.slot_host) return invalid("first_pos_host/slot_host is null");
+  if (!p.q_pre || !p.q_post) return invalid("q_pre/q_post is null");
+  for (const std::string& e :
+       {detail::check_paged_kv(p, c.num_kv_heads, c.head_dim),
+        detail::check_prefill_q(p.q_request_stride, p.q_position_stride, p.q_head_stride, p.batch,
+                                p.num_positions, c.num_q_heads, c.head_dim)})
+    if (!e.empty()) return invalid(e);
+  MAC_STATUS_TRY(check_scalars(p));
+  MAC_STATUS_TRY(check_rings(p, c));
+  const int64_t keys = int64_t{p.max_pages_per_row} * p.page_size;
+  for (int i = 0; i < p.batch; ++i) {
+    const int64_t last = p.first_pos_host[i] + p.num_positions;  // kv_len of the last position
+    if (p.first_pos_host[i] < 0 || last > c.max_context)
+      return {StatusCode::kContextTooLong,
+              cat("prefill request ", i, ": positions [", p.first_pos_host[i], ", ", last,
+                  ") exceed max_context = ", c.max_context)};
+    if (last > keys)
+      return invalid(cat("prefill request ", i, ": positions up to ", last - 1,
+                         " beyond its page-table row (max_pages_per_row = ", p.max_pages_per_row,
+                         " of page_size = ", p.page_size, ")"));
+    if (p.slot_host[i] < 0 || p.slot_host[i] >= p.num_slots)
+      return invalid(cat("prefill request ", i, ": slot = ", p.slot_host[i], " out of [0, ",
+                         p.num_slots, ")"));
   }
   return Status::Ok();
 }

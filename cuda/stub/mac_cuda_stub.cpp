@@ -54,6 +54,14 @@ Status Engine::create(const EngineConfig&, std::unique_ptr<Engine>* out) {
   if (out) out->reset();
   return no_cuda();
 }
+Status Engine::create(const EngineConfig&, void*, size_t, std::unique_ptr<Engine>* out) {
+  if (out) out->reset();
+  return no_cuda();
+}
+Status Engine::workspace_size(const EngineConfig&, size_t* bytes) {
+  if (bytes) *bytes = 0;
+  return no_cuda();
+}
 const EngineConfig& Engine::config() const { return impl_->cfg; }
 size_t Engine::workspace_bytes() const { return 0; }
 int Engine::chunk() const { return 0; }

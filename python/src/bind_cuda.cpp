@@ -54,8 +54,7 @@ cu::PrefillParams make_prefill(const cu::DecodeParams& kv, int batch, int num_po
   if (first_pos.size() != static_cast<size_t>(batch) || slot.size() != static_cast<size_t>(batch))
     throw InputError(msg("prefill_entries: first_pos (", first_pos.size(), ") and slot (",
                          slot.size(), ") must hold one value per request (batch = ", batch, ")"));
-  cu::PrefillParams p;
-  p.kv = kv;
+  cu::PrefillParams p = cu::PrefillParams::from_decode(kv);
   p.batch = batch;
   p.num_positions = num_positions;
   p.first_pos_host = first_pos.data();

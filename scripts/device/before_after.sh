@@ -9,9 +9,11 @@
 # new=build-dev/bin/mac-bench:". Files in $OUT: env.txt, tests.log, sanitizer.log,
 # cert_new.txt, cert_old.txt, cert_diff.txt, cert_new.h5.
 # Usage: OUT=dir BASE=.carry/old scripts/device/before_after.sh
+# SANITIZE_TESTS (colon-separated suite/case paths) replaces the cases compute-sanitizer runs.
 set -u -o pipefail
 OUT=${OUT:?OUT is unset}
 BASE=${BASE:?BASE (the baseline tree) is unset}
+SANITIZE_TESTS=${SANITIZE_TESTS:-combine/small_items_two_level_combine:cache_write/sinks_gen_min_readiness_side_stream:schedule/all_hit_steps}
 mkdir -p "$OUT"
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; nproc; } > "$OUT/env.txt" 2>&1
 t0=$(date +%s)
@@ -48,7 +50,7 @@ stamp "report_diff rc=$?"; head -20 "$OUT/cert_diff.txt"
 : > "$OUT/sanitizer.log"
 for tool in memcheck racecheck; do
   timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 build-dev/tests/test_cuda \
-    --run_test=combine/small_items_two_level_combine:cache_write/sinks_gen_min_readiness_side_stream:schedule/all_hit_steps >> "$OUT/sanitizer.log" 2>&1
+    --run_test="$SANITIZE_TESTS" >> "$OUT/sanitizer.log" 2>&1
   stamp "compute-sanitizer $tool rc=$?"
 done
 grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Test setup error|No errors|failure" "$OUT/sanitizer.log" | head

@@ -60,6 +60,15 @@ struct CaseSpec {
   }
 };
 
+/*! \brief A case of one step with CaseSpec's defaults and `seed`: the inputs of a step that a
+ *  test runs its own way. */
+inline CaseSpec one_step_case(uint64_t seed = 1) {
+  CaseSpec c;
+  c.steps = 1;
+  c.seed = seed;
+  return c;
+}
+
 inline uint16_t bits(float x) { return ref::bf16_bits(ref::round_bf16(x)); }
 
 struct Stats {
@@ -195,6 +204,12 @@ class Harness {
     MAC_CHECK(run_->prefill(0, N_, c_.M, first));
   }
 
+  /*! \brief prefill(), then upload_step(): the inputs of the first step in place. */
+  void ready_first_step() {
+    prefill();
+    upload_step();
+  }
+
   /*! \brief Uploads position pos_[i] of every request: its K/V token, queries, kv_len; keeps
    *  the ring slot the step may write of each row that is not ready, to show it unchanged. */
   void upload_step() {
@@ -312,6 +327,7 @@ class Harness {
   bool last_all_hit() const { return last_all_hit_; }
 
   Engine& engine() { return run_->engine(); }
+  runner::CaseRunner& runner() { return *run_; }
   Engine& full_engine() { return run_->full_engine(); }
   /*! \brief The stream every copy and kernel of the case runs on. */
   void* stream() const { return run_->stream(); }

@@ -92,4 +92,20 @@ Stats run_case(const char* what, const CaseSpec& c, bool graph) {
   return s;
 }
 
+RingPositions::RingPositions(const DecodeParams& p, int num_q_heads, int head_dim, void* stream)
+    : kv_len_(p.batch), slot_(p.batch), saved_(p.batch) {
+  MAC_CHECK(copy_to_host(kv_len_.data(), p.kv_len, 4 * p.batch, stream));
+  MAC_CHECK(copy_to_host(slot_.data(), p.slot, 4 * p.batch, stream));
+  MAC_CHECK(stream_synchronize(stream));
+  for (int i = 0; i < p.batch; ++i) {
+    MAC_CHECK(saved_[i].allocate(1, num_q_heads, head_dim));
+    MAC_CHECK(saved_[i].save(p, slot_[i], 1, kv_len_[i] - 1, stream));
+  }
+}
+
+void RingPositions::restore(const DecodeParams& p, void* stream) {
+  for (size_t i = 0; i < saved_.size(); ++i)
+    MAC_CHECK(saved_[i].restore(p, slot_[i], 1, kv_len_[i] - 1, stream));
+}
+
 }  // namespace mac::cuda::test

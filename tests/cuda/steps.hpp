@@ -22,4 +22,17 @@ Stats run_steps(const CaseSpec& c, bool graph);
  *  must meet (check_stats); returns them for the case's own checks. */
 Stats run_case(const char* what, const CaseSpec& c, bool graph);
 
+/*! \brief The ring entries of position m = kv_len − 1 of every row of `p` (the ones a MAC
+ *  step writes), saved at construction; restore() writes them back, so that the same MAC step
+ *  can run again on the same candidates. */
+class RingPositions {
+ public:
+  RingPositions(const DecodeParams& p, int num_q_heads, int head_dim, void* stream);
+  void restore(const DecodeParams& p, void* stream);
+
+ private:
+  std::vector<int32_t> kv_len_, slot_;
+  std::vector<runner::RingPositionCopy> saved_;
+};
+
 }  // namespace mac::cuda::test

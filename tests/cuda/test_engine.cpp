@@ -95,12 +95,9 @@ BOOST_AUTO_TEST_CASE(strided_q_out_lse_equal_packed) {
   // step and a MAC step (its ring position m restored in between) give every output and LSE
   // bit of the packed run, the padding (NaN or sentinel bits) stays untouched, and an out
   // stride whose heads overlap is refused naming out.
-  CaseSpec c;
-  c.steps = 1;
-  c.seed = 1201;
+  const CaseSpec c = one_step_case(1201);
   Harness hx(c);
-  hx.prefill();
-  hx.upload_step();
+  hx.ready_first_step();
   void* st = hx.stream();
   const DecodeParams p = hx.params();
   const int N = hx.batch(), Hq = c.G * c.Hkv, D = c.D;
@@ -161,16 +158,7 @@ BOOST_AUTO_TEST_CASE(strided_q_out_lse_equal_packed) {
     return touched;
   };
 
-  // The ring positions m of every row, saved so that the MAC step can run twice.
-  std::vector<int32_t> kv_len(N), slot(N);
-  MAC_CHECK(copy_to_host(kv_len.data(), p.kv_len, 4 * N, st));
-  MAC_CHECK(copy_to_host(slot.data(), p.slot, 4 * N, st));
-  MAC_CHECK(stream_synchronize(st));
-  std::vector<runner::RingPositionCopy> saved(N);
-  for (int i = 0; i < N; ++i) {
-    MAC_CHECK(saved[i].allocate(1, Hq, D));
-    MAC_CHECK(saved[i].save(p, slot[i], 1, kv_len[i] - 1, st));
-  }
+  RingPositions saved(p, Hq, D, st);  // so that the MAC step can run twice
 
   for (int mac = 0; mac < 2; ++mac) {
     if (mac) {
@@ -179,8 +167,7 @@ BOOST_AUTO_TEST_CASE(strided_q_out_lse_equal_packed) {
       MAC_CHECK(hx.engine().full_attention(p, st));
     }
     const Outputs want = gather(p, N, Hq, D, packed, static_cast<size_t>(N) * Hq, st);
-    if (mac)
-      for (int i = 0; i < N; ++i) MAC_CHECK(saved[i].restore(p, slot[i], 1, kv_len[i] - 1, st));
+    if (mac) saved.restore(p, st);
     reset_outputs();
     if (mac) {
       MAC_CHECK(hx.engine().mac_step(s, st));

@@ -230,19 +230,81 @@ struct StepBuffers {
 /*! \brief Ring entries for prompt positions (DESIGN §3 "Prefill"): for each request i and
  *  position p = first_pos[i] + j, j < num_positions, writes slot p mod M of request slot
  *  slot[i]: q̃_p (bit copy) and the exact state attn(q_p, [Fe(E(p)), E(p))) (BF16 o, FP32 L).
- *  Uses the paged KV, page table and ring pointers of `kv` (its q/kv_len/out fields are
- *  ignored). Not for graph capture. Typically first_pos = max(0, P − M), num_positions =
- *  P − first_pos. */
+ *  The KV cache must hold the keys of those positions. Not for graph capture. Typically
+ *  first_pos = max(0, P − M), num_positions = P − first_pos. from_decode() fills the KV, ring
+ *  and scalar fields from a step's DecodeParams (same meanings, same checks). */
 struct PrefillParams {
-  DecodeParams kv;                          //!< KV pools, page_table (rows = requests), ring
-                                            //!<  pointers, softmax_scale, ring/tail/sinks
-  int batch = 0;                            //!< requests
-  int num_positions = 0;                    //!< positions per request, ≤ M
-  const int64_t* first_pos_host = nullptr;  //!< HOST [batch]: first position of each request
-  const int32_t* slot_host = nullptr;       //!< HOST [batch]: request slot of each request
-  const uint16_t* q_pre = nullptr;          //!< [batch, num_positions, Hq, D] bf16 (device)
-  const uint16_t* q_post = nullptr;         //!< [batch, num_positions, Hq, D] bf16 (device)
+  int batch = 0;                            //!< requests, ≥ 1
+  int num_positions = 0;                    //!< positions per request, in [0, M]
+  const int64_t* first_pos_host = nullptr;  //!< HOST [batch]: first position of each request;
+                                            //!<  its last, + 1, ≤ config.max_context
+  const int32_t* slot_host = nullptr;       //!< HOST [batch]: request slot, in [0, num_slots)
+
+  // --- queries: request i's position first_pos[i] + j, head h at i·q_request_stride +
+  //     j·q_position_stride + h·q_head_stride --------------------------------------------
+  const uint16_t* q_post = nullptr;  //!< [batch, num_positions, Hq, D] bf16, post-RoPE
+  const uint16_t* q_pre = nullptr;  //!< [batch, num_positions, Hq, D] bf16, pre-RoPE (the ring's q̃)
+  int64_t q_request_stride = 0;     //!< 0 → num_positions·(position stride)
+  int64_t q_position_stride = 0;    //!< 0 → Hq·(head stride)
+  int64_t q_head_stride = 0;        //!< 0 → D. Multiples of 8 (16-byte loads); requests,
+                                    //!<  positions and heads nested without overlap
+
+  // --- paged KV cache, as in DecodeParams; page_table row i belongs to request i ------
+  const uint16_t* k_cache = nullptr;    //!< [num_pages, page_size, Hkv, D] bf16
+  const uint16_t* v_cache = nullptr;    //!< [num_pages, page_size, Hkv, D] bf16
+  int64_t num_pages = 0;                //!< ≥ 1
+  int page_size = 16;                   //!< ≥ 1
+  int64_t kv_page_stride = 0;           //!< 0 → page_size·(token stride)
+  int64_t kv_token_stride = 0;          //!< 0 → Hkv·D
+  int64_t kv_head_stride = 0;           //!< 0 → D
+  const int32_t* page_table = nullptr;  //!< [batch, max_pages_per_row] int32
+  int max_pages_per_row = 0;            //!< ≥ ceil((last position + 1) / page_size)
+
+  float softmax_scale = 0;  //!< s in exp(s·q·k)
+  int ring = 512;           //!< M (must equal config.ring)
+  int tail = 256;           //!< r ≥ 0
+  int sinks = 0;            //!< F ≥ 0
+
+  // --- ring caches [num_slots, M, Hq, ·], as in DecodeParams -------------------------
+  int num_slots = 0;               //!< R ≥ 1
+  uint16_t* ring_q_pre = nullptr;  //!< [R, M, Hq, D] bf16
+  uint16_t* ring_o = nullptr;      //!< [R, M, Hq, D] bf16
+  float* ring_lse = nullptr;       //!< [R, M, Hq] fp32 natural log
+
+  /*! \brief The KV cache, ring and scalar fields of `p` (copy_shared_fields); batch, positions,
+   *  slots and queries left for the caller. */
+  static PrefillParams from_decode(const DecodeParams& p);
 };
+
+/*! \brief Copies the fields DecodeParams and PrefillParams share, one to the other: the paged
+ *  KV cache (pools, page table, page size and strides), softmax_scale, ring, tail, sinks and
+ *  the ring caches. */
+template <class From, class To>
+void copy_shared_fields(const From& a, To& b) {
+  b.k_cache = a.k_cache;
+  b.v_cache = a.v_cache;
+  b.num_pages = a.num_pages;
+  b.page_size = a.page_size;
+  b.kv_page_stride = a.kv_page_stride;
+  b.kv_token_stride = a.kv_token_stride;
+  b.kv_head_stride = a.kv_head_stride;
+  b.page_table = a.page_table;
+  b.max_pages_per_row = a.max_pages_per_row;
+  b.softmax_scale = a.softmax_scale;
+  b.ring = a.ring;
+  b.tail = a.tail;
+  b.sinks = a.sinks;
+  b.num_slots = a.num_slots;
+  b.ring_q_pre = a.ring_q_pre;
+  b.ring_o = a.ring_o;
+  b.ring_lse = a.ring_lse;
+}
+
+inline PrefillParams PrefillParams::from_decode(const DecodeParams& p) {
+  PrefillParams f;
+  copy_shared_fields(p, f);
+  return f;
+}
 
 /*! \brief Where K3 (rectify-append, the ring write) runs. */
 enum class K3Mode : int {
@@ -324,12 +386,36 @@ enum class StepKind : int {
   kMac = 1,            //!< K1 + K2 + K3
 };
 
-/*! \brief Owns workspace, side stream, events and an optional captured graph.
- *  Not thread-safe; one Engine per stream of work. */
+/*! \brief Owns a side stream, events, an optional captured graph and its workspace, or uses
+ *  the caller's. Not thread-safe; one Engine per stream of work.
+ *
+ *  Workspace: device memory the steps use between and within kernels (the item schedule,
+ *  partial states, the K1 plans, error flags). By default each engine allocates its own. A
+ *  caller may own it instead (Engine::workspace_size, then create with a pointer): one
+ *  workspace sized for the largest config serves several engines, e.g. one per captured batch
+ *  size, provided their steps never overlap (one stream, or ordered by events). It holds no
+ *  state from one step to the next but the amend kernel's item counter, which every step
+ *  leaves at zero, and the error flags, which read_error_flags then reports for all of them;
+ *  both lie at the same offsets for every config. */
 class Engine {
  public:
-  /*! \brief Validates `cfg` (shapes, D, G, max_context ≤ kMaxContext) and allocates. */
+  /*! \brief Validates `cfg` (shapes, D, G, max_context ≤ kMaxContext, tuning ranges) and
+   *  creates an engine with a workspace of its own on cfg.device. The caller's current device
+   *  is restored on return, on every path. */
   static Status create(const EngineConfig& cfg, std::unique_ptr<Engine>* out);
+  /*! \brief As create(cfg, out), but the engine uses the caller's device memory `workspace`
+   *  on cfg.device (≥ workspace_size(cfg) bytes, 256-byte aligned as cudaMalloc's are; freed by
+   *  the caller after the engine). create zeroes it, after waiting for the whole device: no
+   *  step of another engine sharing it may be issued meanwhile, and its error flags restart
+   *  at 0. kInvalidArgument (naming the sizes) if it is too small or misaligned; a null
+   *  `workspace` is create(cfg, out). */
+  static Status create(const EngineConfig& cfg, void* workspace, size_t workspace_bytes,
+                       std::unique_ptr<Engine>* out);
+  /*! \brief Bytes of workspace an engine with `cfg` uses on cfg.device (create's checks, same
+   *  statuses; kNoCuda without a device). Depends on the device (the amend kernel's resident
+   *  grid bounds a step's work items) and grows with max_batch and max_context, never
+   *  shrinks. The caller's current device is restored on return. */
+  static Status workspace_size(const EngineConfig& cfg, size_t* bytes);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -345,7 +431,7 @@ class Engine {
   bool bulk_copies() const;
   /*! \brief True iff the amend kernel schedules its own items (ScheduleMode resolved). */
   bool self_scheduled() const;
-  /*! \brief Bytes of device workspace held. */
+  /*! \brief Bytes of device workspace in use (its own or the caller's), workspace_size(cfg). */
   size_t workspace_bytes() const;
 
   /*! \brief Checks `p` against the config on the host (pointers, strides, sizes, τ, M, r,
@@ -361,7 +447,9 @@ class Engine {
    *  not ready, epochs differ, m = 0) produce output bit-identical to full_attention(). */
   Status mac_step(const DecodeParams& p, void* stream);
 
-  /*! \brief Writes prefill ring entries (see PrefillParams). Synchronous on `stream`. */
+  /*! \brief Writes prefill ring entries (see PrefillParams), max_batch (request, position)
+   *  pairs per launch of the step's kernels; checks `p` on the host first (the message names
+   *  the field). Synchronous on `stream`. */
   Status prefill_entries(const PrefillParams& p, void* stream);
 
   /*! \brief Captures one step of `kind` with `p` into a CUDA graph (replacing any earlier
