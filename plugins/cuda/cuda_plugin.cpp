@@ -119,9 +119,8 @@ std::string decode_params(macv_handle* h, const macv_step_inputs* in, const macv
 /*! Prompt entries of request b (Engine::prefill_entries, one request per call). */
 Status prefill_request(macv_handle* h, const DecodeParams& kv, int b, int64_t first, int64_t count,
                        const uint16_t* q, const uint16_t* q_tilde, void* stream) {
-  PrefillParams pp;
-  pp.kv = kv;
-  pp.kv.page_table = kv.page_table + static_cast<int64_t>(b) * kv.max_pages_per_row;
+  PrefillParams pp = PrefillParams::from_decode(kv);
+  pp.page_table = kv.page_table + static_cast<int64_t>(b) * kv.max_pages_per_row;
   pp.batch = 1;
   pp.num_positions = static_cast<int>(count);
   const int32_t slot = b;
