@@ -8,7 +8,8 @@
 // The ABI's tensors are the engine's own arrays, with three adaptations done on the device
 // (glue.cu): kv_len (int32) and readiness (int32) from positions and the U8 ready flags before
 // the step, keys read (int64) and the ring's positions (the engine keeps none) after it. Rows
-// map to request slots 0 … B−1; epochs are equal (readiness is the ready flag alone).
+// map to request slots 0 … B−1; a request that is not ready is given to the engine as ready = 0
+// or as epochs that differ, alternately (glue.cu), so both gates of semantics §3.2 are certified.
 #include "glue.hpp"
 #include "mac/cuda/mac_cuda.hpp"
 #include "mac/verify/plugin_abi.h"
@@ -28,7 +29,7 @@ using namespace mac::cuda;
 struct macv_handle {
   macv_params p;
   std::unique_ptr<Engine> engine, full;  // the MAC engine; full attention on a second one
-  DeviceBuffer kv_len, ready32, slots, epochs, keys32, d2;
+  DeviceBuffer kv_len, ready32, slots, epochs, epoch_b, keys32, d2;
 };
 
 namespace {
@@ -95,7 +96,8 @@ std::string decode_params(macv_handle* h, const macv_step_inputs* in, const macv
   d.ring_o = static_cast<uint16_t*>(in->ring_o.data);
   d.ring_lse = static_cast<float*>(in->ring_lse.data);
   d.ready = h->ready32.as<int32_t>();
-  d.epoch_a = d.epoch_b = h->epochs.as<int32_t>();
+  d.epoch_a = h->epochs.as<int32_t>();
+  d.epoch_b = h->epoch_b.as<int32_t>();
   if (o.strides[2] != 1 || lse.strides[1] != 1) return "o and lse need a contiguous last dimension";
   d.out = static_cast<uint16_t*>(o.data);
   d.out_row_stride = o.strides[0];
@@ -180,7 +182,7 @@ int32_t macv_create(const macv_params* p, void* stream, macv_handle** out, char*
   if (Status s = Engine::create(ec, &h->engine); !s.ok()) return fail(err, n, s, "Engine::create");
   if (Status s = Engine::create(ec, &h->full); !s.ok()) return fail(err, n, s, "Engine::create");
   const size_t B = static_cast<size_t>(p->batch), BH = B * static_cast<size_t>(p->num_q_heads);
-  for (auto* b : {&h->kv_len, &h->ready32, &h->slots, &h->epochs})
+  for (auto* b : {&h->kv_len, &h->ready32, &h->slots, &h->epochs, &h->epoch_b})
     if (Status s = b->allocate(4 * B); !s.ok()) return fail(err, n, s, "allocate");
   if (Status s = h->keys32.allocate(4 * BH); !s.ok()) return fail(err, n, s, "allocate");
   if (Status s = h->d2.allocate(4 * BH); !s.ok()) return fail(err, n, s, "allocate");
@@ -205,7 +207,7 @@ int32_t macv_step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs*
   const auto* pos = static_cast<const int64_t*>(in->position.data);
   const auto* ready = static_cast<const uint8_t*>(in->ready.data);
   mac::plugin_cuda::launch_prepare(pos, ready, h->kv_len.as<int32_t>(), h->ready32.as<int32_t>(),
-                                   h->p.batch, stream);
+                                   h->epoch_b.as<int32_t>(), h->p.batch, stream);
   if (Status s = h->engine->mac_step(dp, stream); !s.ok()) return fail(err, n, s, "mac_step");
   mac::plugin_cuda::launch_finish(
       pos, ready, h->keys32.as<int32_t>(), static_cast<int64_t*>(out->keys_read.data),
@@ -219,9 +221,10 @@ int32_t macv_full_attention(macv_handle* h, const macv_step_inputs* in, macv_ste
   DecodeParams dp;
   if (std::string bad = decode_params(h, in, out->o, out->lse, nullptr, &dp); !bad.empty())
     return fail(err, n, bad);
-  mac::plugin_cuda::launch_prepare(
-      static_cast<const int64_t*>(in->position.data), static_cast<const uint8_t*>(in->ready.data),
-      h->kv_len.as<int32_t>(), h->ready32.as<int32_t>(), h->p.batch, stream);
+  mac::plugin_cuda::launch_prepare(static_cast<const int64_t*>(in->position.data),
+                                   static_cast<const uint8_t*>(in->ready.data),
+                                   h->kv_len.as<int32_t>(), h->ready32.as<int32_t>(),
+                                   h->epoch_b.as<int32_t>(), h->p.batch, stream);
   if (Status s = h->full->full_attention(dp, stream); !s.ok())
     return fail(err, n, s, "full_attention");
   return 0;

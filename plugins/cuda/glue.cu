@@ -5,12 +5,19 @@
 namespace mac::plugin_cuda {
 namespace {
 
+// A request that is not ready reaches the engine in one of its two forms (semantics §3.2),
+// alternating over the not-ready requests in order: ready = 0 with equal epochs, or ready = 1
+// with epochs that differ; so the certification covers both gates, as the GPU suite does.
 __global__ void prepare(const int64_t* position, const uint8_t* ready, int32_t* kv_len,
-                        int32_t* ready32, int B) {
+                        int32_t* ready32, int32_t* epoch_b, int B) {
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   kv_len[b] = static_cast<int32_t>(position[b] + 1);
-  ready32[b] = ready[b];
+  int earlier_not_ready = 0;
+  for (int j = 0; j < b; ++j) earlier_not_ready += ready[j] == 0;
+  const bool by_epoch = ready[b] == 0 && earlier_not_ready % 2 == 1;
+  ready32[b] = ready[b] != 0 || by_epoch;
+  epoch_b[b] = by_epoch ? 1 : 0;  // epoch_a is 0 throughout
 }
 
 __global__ void finish(const int64_t* position, const uint8_t* ready, const int32_t* keys32,
@@ -27,9 +34,9 @@ __global__ void finish(const int64_t* position, const uint8_t* ready, const int3
 }  // namespace
 
 void launch_prepare(const int64_t* position, const uint8_t* ready, int32_t* kv_len,
-                    int32_t* ready32, int B, void* stream) {
+                    int32_t* ready32, int32_t* epoch_b, int B, void* stream) {
   prepare<<<(B + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(position, ready, kv_len,
-                                                                          ready32, B);
+                                                                          ready32, epoch_b, B);
 }
 
 void launch_finish(const int64_t* position, const uint8_t* ready, const int32_t* keys32,

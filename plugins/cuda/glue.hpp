@@ -7,7 +7,7 @@ namespace mac::plugin_cuda {
 
 /*! kv_len[b] = position[b] + 1 (int32), ready32[b] = ready[b] (int32), for b < B. */
 void launch_prepare(const int64_t* position, const uint8_t* ready, int32_t* kv_len,
-                    int32_t* ready32, int B, void* stream);
+                    int32_t* ready32, int32_t* epoch_b, int B, void* stream);
 
 /*! keys_read[b][h] = keys32[b·Hq + h] (int64, row stride keys_row); and for every ready
  *  request, ring_pos (slot-major [B, M, Hq] int64) of slot position[b] mod M, every head,

@@ -18,6 +18,12 @@ export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
   "$PY" -c "import sys, torch, nanobind, scikit_build_core as s; print(sys.version.split()[0], 'torch', torch.__version__, 'nanobind', nanobind.__version__, 'scikit-build-core', s.__version__)"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
+# A C++ compiler with a shared libstdc++ (python/CMakeLists.txt says why): the machine's
+# default may be a portable GCC that has only the static one.
+for cxx in "${CXX:-c++}" /usr/bin/g++; do
+  if [[ $("$cxx" -print-file-name=libstdc++.so 2>/dev/null) == /* ]]; then export CXX=$cxx; break; fi
+done
+echo "C++ compiler for the module: ${CXX:-none with a shared libstdc++}" | tee -a "$OUT/env.txt"
 t0=$(date +%s)
 # One build tree (build-python/dev) for the module and mac-bench: MAC_PYTHON_ONLY off so that
 # the tools configure too, but pip builds only the module's target; ninja then adds mac-bench.
@@ -25,10 +31,13 @@ t0=$(date +%s)
   --config-settings=build-dir=build-python/dev \
   --config-settings=cmake.define.MACATTN_CUDA=ON \
   --config-settings=cmake.define.MAC_PYTHON_ONLY=OFF \
+  --config-settings=cmake.define.CMAKE_CUDA_HOST_COMPILER=${CXX:-c++} \
   --config-settings=build.targets=_core . > "$OUT/build.log" 2>&1 \
   || { echo "pip install failed"; grep -E "error|Error" "$OUT/build.log" | head -20; tail -30 "$OUT/build.log"; exit 1; }
 ninja -C build-python/dev mac-bench >> "$OUT/build.log" 2>&1 || { echo "mac-bench build failed"; tail -20 "$OUT/build.log"; exit 1; }
 echo "build ok in $(( $(date +%s) - t0 )) s"
+core=$(ls build-python/dev/python/_core*.so 2>/dev/null | head -1)
+ldd "$core" 2>/dev/null | grep -q "libstdc++" || echo "WARNING: $core does not load libstdc++.so (a private static copy?)"
 ( cd /tmp && "$PY" -c "import macattn; print('macattn', macattn.git_commit, 'cuda', macattn.cuda.built_with_cuda(), macattn.cuda.device_description())" )
 # pytest from the repository root imports the installed package (the source is python/macattn).
 timeout 360 "$PY" -m pytest -v -p no:cacheprovider python/tests > "$OUT/pytest.log" 2>&1
