@@ -5,7 +5,7 @@
 # reference behind upstream's calling convention: token tables, slot-major ring, readiness
 # and epoch gates, the threshold argument), grade: PASS. The same run with the current token
 # mapped to the previous token's location (--plant-fault) grades FAIL, so the grade sees a
-# mapping error.
+# mapping error; dispute.py recomputes the worst head-step of a case of each run in FP64.
 # Usage: upstream_adapter.sh MAC_VERIFY PYTHON SOURCE_DIR WORK_DIR
 set -euo pipefail
 mv=$1 py=$2 src=$3 work=$4
@@ -48,4 +48,16 @@ rc=$?
 set -e
 test "$rc" -eq 1 || { echo "upstream_adapter: the planted fault graded $rc, not 1" >&2; exit 1; }
 grep -q 'output rel L2' "$work/fault.md"
-echo "upstream_adapter: mapped reference PASS, D = 64/256 not applicable, planted fault FAIL"
+
+# dispute.py: the worst head-step of case 704 sits within the limit of the FP64 value of
+# semantics §3's decision for the mapped reference, and outside it with the planted fault.
+dispute=$src/verification/adapters/dispute.py
+err() {  # the kernel's output's rel L2 to the FP64 output of semantics §3's decision
+  "$py" "$dispute" "$work/export" 704 --outputs "$1" |
+    sed -n "s/.*FP64 out for semantics §3's decision: kernel's o rel L2 \([0-9.e+-]*\),.*/\1/p"
+}
+good=$(err "$work/export/outputs") bad=$(err "$work/fault")
+awk -v g="$good" -v b="$bad" 'BEGIN { exit !(g != "" && b != "" && g < 0.01 && b > 0.01) }' ||
+  { echo "upstream_adapter: dispute.py rel L2 $good (reference), $bad (fault)" >&2; exit 1; }
+echo "upstream_adapter: mapped reference PASS (worst rel L2 $good in FP64), D = 64/256 not" \
+  "applicable, planted fault FAIL ($bad)"
