@@ -472,6 +472,11 @@ class CaseMapping:
 
 # -- the numpy kernel behind upstream's calling convention -------------------------------------
 
+def bf16_round(x):
+    """x rounded to BF16 (nearest even), as float32 values: what a BF16 store keeps."""
+    return macv_files.bf16_to_f32(macv_files.f32_to_bf16(np.asarray(x, np.float32)))
+
+
 def ring_slot_position(past_len, M, slot):
     """The position upstream presumes slot `slot` holds at step past_len: the one ≡ slot
     (mod M) among the candidates [past_len − M, past_len) once past_len ≥ M, else slot."""
@@ -489,9 +494,6 @@ def reference_op(*args):
     of ready requests, head_hit / head_match_pos / head_match_slot)."""
     a = dict(zip(UPSTREAM_ARGS, args))
     check_call(a, NumpyBackend())
-    def bf16(x):
-        return macv_files.bf16_to_f32(macv_files.f32_to_bf16(np.asarray(x, np.float32)))
-
     N, Hq, D = a["q_post"].shape
     Hkv = a["k_buffer"].shape[1]
     M = a["query_cache"].shape[1]
@@ -525,9 +527,9 @@ def reference_op(*args):
     for n in np.flatnonzero(ready):
         s = int(past[n] % M)
         a["query_cache"][reqs[n], s] = st.ring_q[n, :, s]
-        a["attn_cache"][reqs[n], s] = bf16(st.ring_o[n, :, s])
+        a["attn_cache"][reqs[n], s] = bf16_round(st.ring_o[n, :, s])
         a["lse_cache"][reqs[n], s] = st.ring_lse[n, :, s]
-    a["out"][...] = bf16(st.o)
+    a["out"][...] = bf16_round(st.o)
     a["optional_lse"][...] = st.lse
     a["head_hit"][...] = st.hit
     a["head_match_pos"][...] = st.match_pos
