@@ -34,9 +34,13 @@ t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$OUT/env.txt"; }
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
   nproc; df -h /tmp | tail -1
-  "$PY" -c "import sys, torch, numpy, h5py; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__, 'h5py', h5py.__version__)"
-  env | grep -E '^MAC_' | grep -v '^MAC_WORKSPACE_BASE=' || echo "no MAC_* knobs set (the op's defaults)"
+  "$PY" -c "import sys, torch, numpy, h5py; print(sys.version.split()[0], 'torch',
+    torch.__version__, 'numpy', numpy.__version__, 'h5py', h5py.__version__)"
+  env | grep -E '^MAC_' | grep -v '^MAC_WORKSPACE_BASE=' ||
+    echo "no MAC_* knobs set (the op's defaults)"
 } > "$OUT/env.txt" 2>&1
+"$PY" -c "import torch, numpy, h5py; assert torch.cuda.is_available()" 2>> "$OUT/env.txt" ||
+  { cat "$OUT/env.txt"; echo "$PY lacks torch with CUDA, numpy or h5py"; exit 2; }
 "$PY" "$ADAPTER" caps --checkout "$UPSTREAM" > "$WORK/caps.txt" 2>> "$OUT/env.txt" ||
   { cat "$OUT/env.txt"; echo "no usable upstream checkout at $UPSTREAM"; exit 2; }
 cat "$WORK/caps.txt" >> "$OUT/env.txt"
@@ -48,16 +52,20 @@ load_pid=$!
 
 cmake -S . -B build-cpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMAC_ENABLE_CUDA=OFF \
   > /tmp/upstream_cfg.log 2>&1 || { tail -30 /tmp/upstream_cfg.log; exit 2; }
-ninja -C build-cpu mac-verify > /tmp/upstream_build.log 2>&1 || { tail -40 /tmp/upstream_build.log; exit 2; }
+ninja -C build-cpu mac-verify > /tmp/upstream_build.log 2>&1 ||
+  { tail -40 /tmp/upstream_build.log; exit 2; }
 stamp "mac-verify built"
-export MAC_VERIFY_COMMIT=${MAC_VERIFY_COMMIT:-$(git rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
+if [ -z "${MAC_VERIFY_COMMIT:-}" ]; then
+  MAC_VERIFY_COMMIT=$(git rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
+fi
+export MAC_VERIFY_COMMIT
 MV=build-cpu/bin/mac-verify
 SEL=(--subset "$SUBSET")
 [ -n "${CASES:-}" ] && SEL=(--case "$CASES")
 [ -n "${NONCE:-}" ] && SEL+=(--nonce "$NONCE")
 TIMEFORMAT="%R s wall, %U s user, %S s system"
-{ time "$MV" --export "$WORK/export" --caps "$WORK/caps.txt" "${SEL[@]}" > "$WORK/export.txt" 2>&1; } \
-  2>> "$WORK/export.txt" || { cat "$WORK/export.txt"; exit 2; }
+{ time "$MV" --export "$WORK/export" --caps "$WORK/caps.txt" "${SEL[@]}" \
+  > "$WORK/export.txt" 2>&1; } 2>> "$WORK/export.txt" || { cat "$WORK/export.txt"; exit 2; }
 stamp "exported: $(tr '\n' ' ' < "$WORK/export.txt"); $(du -sh "$WORK/export/inputs" | cut -f1)"
 
 wait "$load_pid"
@@ -88,7 +96,8 @@ awk -F'\t' 'NR > 1 { n[$3]++ } END { for (s in n) printf "%s %d  ", s, n[s]; pri
 grade_rc=$?
 stamp "graded rc=$grade_rc: $(grep -m1 '^RESULT' "$OUT/grade.txt")"
 cp "$WORK/report.md" "$OUT/certificate.md" 2> /dev/null
-[ "$(stat -c %s "$WORK/report.h5" 2> /dev/null || echo 0)" -lt 16000000 ] && cp "$WORK/report.h5" "$OUT/"
+size=$(stat -c %s "$WORK/report.h5" 2> /dev/null || echo 0)
+[ "$size" -gt 0 ] && [ "$size" -lt 16000000 ] && cp "$WORK/report.h5" "$OUT/"
 grep -E "^(family|TOTAL|RESULT)|^[a-z_]+ +[0-9]+ " "$OUT/grade.txt"
 
 # The first failing case of each family, its worst head-step recomputed in FP64.
@@ -97,7 +106,8 @@ grep -oE '^\* \[FAIL\] case [0-9]+ \[[a-z_0-9]+\]' "$WORK/report.md" 2> /dev/nul
 : > "$OUT/dispute.txt"
 while read -r id; do
   [ $(($(date +%s) - t0)) -lt $((BUDGET - 20)) ] || break
-  timeout 60 "$PY" verification/adapters/dispute.py "$WORK/export" "$id" >> "$OUT/dispute.txt" 2>&1
+  timeout 60 "$PY" verification/adapters/dispute.py "$WORK/export" "$id" \
+    >> "$OUT/dispute.txt" 2>&1
   echo >> "$OUT/dispute.txt"
 done < "$WORK/disputed.txt"
 stamp "done"
