@@ -6,6 +6,7 @@ step recomputed from the exported inputs in FP64, against docs/semantics.md §3.
     upstream_mac.py run DIR --checkout PATH                       # the kernel's outputs
     dispute.py DIR N                                              # the worst head-step
     dispute.py DIR N --step S --request B --head H                # a given one
+    dispute.py DIR N --position M --request B --head H            # as a failure line names it
 
 The ring at step S is rebuilt from the export's initial ring and the slot writes the outputs
 record for the earlier steps, so the kernel's own stored entries are the candidates, as it
@@ -197,10 +198,16 @@ def main(argv):
     ap.add_argument("case", type=int)
     ap.add_argument("--outputs", help="outputs folder (default EXPORT_DIR/outputs)")
     ap.add_argument("--step", type=int)
+    ap.add_argument("--position", type=int, help="the step at which request B decodes m")
     ap.add_argument("--request", type=int, default=0)
     ap.add_argument("--head", type=int, default=0)
     a = ap.parse_args(argv[1:])
     d = Dispute(a.export_dir, a.case, a.outputs)
+    if a.position is not None:
+        steps = np.flatnonzero(d.case.arrays["position"][:, a.request] == a.position)
+        if not len(steps):
+            raise SystemExit(f"request {a.request} does not decode position {a.position}")
+        a.step = int(steps[0])
     with np.errstate(invalid="ignore", divide="ignore"):
         where = (a.step, a.request, a.head) if a.step is not None else d.worst()
         d.report(*where)
