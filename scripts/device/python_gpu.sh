@@ -43,10 +43,12 @@ ldd "$core" 2>/dev/null | grep -q "libstdc++" || echo "WARNING: $core does not l
 # pytest from the repository root imports the installed package (the source is python/macattn).
 timeout 360 "$PY" -m pytest -v -p no:cacheprovider python/tests > "$OUT/pytest.log" 2>&1
 echo "pytest rc=$?"; grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" "$OUT/pytest.log" | cut -c1-200 | tail -45
-[ "${BENCH:-1}" = 0 ] || timeout 240 "$PY" python/bench/bench_decode_step.py --hkv 8 --batch 1,16,64 --ctx 32768 \
+if [ "${BENCH:-1}" != 0 ]; then
+  timeout 240 "$PY" python/bench/bench_decode_step.py --hkv 8 --batch 1,16,64 --ctx 32768 \
   --hit 0.9,1.0 --mac-bench build-python/dev/bin/mac-bench --csv "$OUT/bench.csv" \
   > "$OUT/bench.log" 2>&1
-[ "${BENCH:-1}" = 0 ] || { echo "bench rc=$?"; tail -3 "$OUT/bench.log"; cat "$OUT/bench.csv"; }
+  echo "bench rc=$?"; tail -3 "$OUT/bench.log"; cat "$OUT/bench.csv"
+fi
 timeout 200 "$PY" python/examples/transformers_mac.py --backend cuda --layers 0,1 > "$OUT/example.log" 2>&1
 echo "transformers example (cuda backend) rc=$?"; grep -v leaked "$OUT/example.log" | tail -3
 echo "total $(( $(date +%s) - t0 )) s"
