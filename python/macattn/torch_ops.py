@@ -218,9 +218,12 @@ def _(engine, q_post, q_pre, k_cache, v_cache, page_table, kv_len, slot, ring_q_
 
 @torch.library.custom_op("macattn::full_attention", mutates_args=(), device_types="cuda")
 def full_attention(engine: int, q_post: Tensor, k_cache: Tensor, v_cache: Tensor,
-                   page_table: Tensor, kv_len: Tensor, softmax_scale: float
-                   ) -> Tuple[Tensor, Tensor]:
-    """Exact paged decode of every row: (out [N, Hq, D] bf16, lse [N, Hq] f32)."""
+                   page_table: Tensor, kv_len: Tensor, softmax_scale: float, tail: int = 0,
+                   sinks: int = 0) -> Tuple[Tensor, Tensor]:
+    """Exact paged decode of every row: (out [N, Hq, D] bf16, lse [N, Hq] f32). The kernels
+    split the keys as a missing MAC step does ([0, E(m)) and the tail [E(m), m], E from
+    ``tail`` and ``sinks``), so with a state's r and F a row equals decode_step's output for
+    a row that is not eligible, bit for bit; the split changes only the rounding."""
     dev = q_post.device
     e = engine_object(engine)
     p = _cu.DecodeParams()
@@ -228,7 +231,7 @@ def full_attention(engine: int, q_post: Tensor, k_cache: Tensor, v_cache: Tensor
     _kv_params(p, k_cache, v_cache, page_table, dev)
     _check("kv_len", kv_len, torch.int32, 1, "[N]", dev)
     p.kv_len, p.softmax_scale = kv_len.data_ptr(), softmax_scale
-    p.ring = e.ring
+    p.ring, p.tail, p.sinks = e.ring, tail, sinks
     out, lse, _ = _outputs(q_post, False)
     p.out, p.lse = out.data_ptr(), lse.data_ptr()
     with torch.cuda.device(dev):
@@ -237,7 +240,7 @@ def full_attention(engine: int, q_post: Tensor, k_cache: Tensor, v_cache: Tensor
 
 
 @full_attention.register_fake
-def _(engine, q_post, k_cache, v_cache, page_table, kv_len, softmax_scale):
+def _(engine, q_post, k_cache, v_cache, page_table, kv_len, softmax_scale, tail=0, sinks=0):
     out, lse, _ = _outputs(q_post, False)
     return out, lse
 
@@ -317,9 +320,11 @@ class MacDecodeState:
             self.softmax_scale, self.tau, self.tail, self.sinks, self.gen_min, diagnostics)
 
     def full_attention(self, q_post, k_cache, v_cache, page_table, kv_len):
-        """``torch.ops.macattn.full_attention`` with this state's engine and scale."""
+        """``torch.ops.macattn.full_attention`` with this state's engine, scale, r and F (so
+        that its rows equal decode_step's ineligible rows bit for bit)."""
         return torch.ops.macattn.full_attention(self.engine, q_post, k_cache, v_cache,
-                                                page_table, kv_len, self.softmax_scale)
+                                                page_table, kv_len, self.softmax_scale,
+                                                self.tail, self.sinks)
 
     def prefill(self, q_post, q_pre, k_cache, v_cache, page_table, first_pos: Sequence[int],
                 slots: Sequence[int]):
