@@ -1,4 +1,4 @@
-// Combine (DESIGN §3 steps 3–5): merges K2's partial states of each (row, query head) in
+// Combine (docs/semantics.md §3 steps 3–5): merges K2's partial states of each (row, query head) in
 // item order into prefix ⊕ band (the new ring entry), sinks and tail, and
 // out = (entry ⊕ sink) ⊕ tail. K3 (the ring write of entry(m) into slot m mod M, only if
 // ready) runs here when fused, or alone in a side-stream launch of the same kernel.

@@ -157,7 +157,7 @@ __device__ inline bool kv_len_ok(const KParams& p, int len) {
   return len >= 1 && len <= p.max_context && len <= static_cast<int64_t>(p.max_pages) * p.page_size;
 }
 
-/*! \brief Row validity, readiness and eligibility (DESIGN §3 step 1, §3.2), in the three
+/*! \brief Row validity, readiness and eligibility (docs/semantics.md §3 step 1, §3.2), in the three
  *  parts row_info runs in order. A caller with loads of its own to issue (K1's ring scan)
  *  puts them between the second and the third, so that they and the readiness words share
  *  the round trip after the first part's (kv_len, slot). */

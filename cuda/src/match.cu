@@ -1,4 +1,4 @@
-// K1 match (DESIGN §3 steps 1–2, §3.1) and the device-side schedule of K2's work items.
+// K1 match (docs/semantics.md §3 steps 1–2, §3.1) and the device-side schedule of K2's work items.
 #include <cooperative_groups.h>
 
 #include <climits>
@@ -39,7 +39,7 @@ __device__ __forceinline__ void cluster_wait_acquire() {
  *  uniform over the row, hence over the cluster). */
 template <int D>
 __device__ void match_share(const KParams& p, int h, int row, int z, int splits) {
-  constexpr int LANES = D / 8;      // lanes per candidate (canonical order, DESIGN §3.1)
+  constexpr int LANES = D / 8;  // lanes per candidate (canonical order, docs/semantics.md §3.1)
   constexpr int CPP = 256 / LANES;  // candidates per pass of the block
   constexpr int UNROLL = 4;
   const int tid = threadIdx.x;

@@ -1,5 +1,5 @@
-// Prefill ring entries (DESIGN §3 "Prefill"): each (request, position) a pseudo-row whose
-// band state is written to the ring, max_batch pseudo-rows per launch of the step sequence;
+// Prefill ring entries (docs/semantics.md §3 "Prefill"): each (request, position) a pseudo-row
+// whose band state is written to the ring, max_batch pseudo-rows per launch of the step sequence;
 // and the gather of those rows' queries where the caller's strides do not space them evenly.
 #include <algorithm>
 #include <vector>

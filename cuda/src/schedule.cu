@@ -1,5 +1,5 @@
-// The schedule kernel (DESIGN §3, "schedule"): K2's work items decided on the device (no host round
-// trip) by one block, for steps whose amend kernel does not schedule its own items
+// The schedule kernel (docs/semantics.md §3, "schedule"): K2's work items decided on the device (no
+// host round trip) by one block, for steps whose amend kernel does not schedule its own items
 // (ScheduleMode::kKernel, or tables too large for its shared memory; self_schedule.cuh
 // computes the same thing): the step's item size, per group (row, KV head) the key ranges and item
 // count, an exclusive scan into group_off and the item → group table (the halves in schedule.cuh).

@@ -32,7 +32,7 @@ namespace mac::cuda::detail {
 
 /*! \brief A normalised attention state in base 2, V output values per lane: `o` this lane's
  *  values of the normalised output, `l2` the base-2 LSE; −inf (or NaN) is the empty state.
- *  Empty ⊕ empty is (0, −inf), never NaN (DESIGN §2). */
+ *  Empty ⊕ empty is (0, −inf), never NaN (docs/semantics.md §2). */
 template <int V>
 struct AttnState {
   float l2;

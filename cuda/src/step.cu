@@ -1,5 +1,5 @@
-// The launch sequence of a step (DESIGN §3): K1 match → schedule kernel (unless the amend
-// kernel schedules itself) → K2 amend → combine (with K3 fused, or K3 on the side stream),
+// The launch sequence of a step (docs/semantics.md §3): K1 match → schedule kernel (unless the
+// amend kernel schedules itself) → K2 amend → combine (with K3 fused, or K3 on the side stream),
 // and which boundaries are programmatic dependent launches.
 #include "engine_impl.hpp"
 

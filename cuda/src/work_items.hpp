@@ -7,7 +7,8 @@
 
 namespace mac::cuda::detail {
 
-/*! \brief Item categories: which part of [0, m] a work item covers (DESIGN §3 ranges). */
+/*! \brief Item categories: which part of [0, m] a work item covers (docs/semantics.md §3 ranges).
+ */
 enum Cat : int { kCatSink = 0, kCatBand = 1, kCatTail = 2 };
 
 /*! \brief Per (row, KV head) key ranges (mac::StepRanges' names): sinks [0, sink_end), band

@@ -1,6 +1,6 @@
 /*! \file mac_oracle.cpp
- *  \brief MacOracle: the MAC algebra of DESIGN §3 for given decisions, in FP64, on top of
- *         the compensated engine of attend.cpp. Independent of mac::ref::DecodeStepper.
+ *  \brief MacOracle: the MAC algebra of docs/semantics.md §3 for given decisions, in FP64, on top
+ * of the compensated engine of attend.cpp. Independent of mac::ref::DecodeStepper.
  */
 #include "mac/oracle/oracle.hpp"
 

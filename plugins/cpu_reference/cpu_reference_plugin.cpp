@@ -1,12 +1,12 @@
 // The CPU reference served through the plugin ABI (verification/include/mac/verify/plugin_abi.h):
-// DESIGN §3 for one step, built from the reference's own pieces (mac::ref::canonical_d2 for
-// the match, mac::ref::attend<float> for band, sinks and tail, mac::ref::merge, the ranges of
+// docs/semantics.md §3 for one step, built from the reference's own pieces (mac::ref::canonical_d2
+// for the match, mac::ref::attend<float> for band, sinks and tail, mac::ref::merge, the ranges of
 // mac::step_ranges). The driver judges it with the FP32 reference's tight limits.
 //
 // The same source builds several plugins (plugins/CMakeLists.txt), each with one switch:
 //   MACV_PRODUCTION            the production layout: BF16 output and ring o, base-2 LSE
 //                              (the driver converts), and its own prefill (macv_prefill);
-//                              DESIGN §4's limits
+//                              docs/semantics.md §4's limits
 //   MACV_FAULT_TIE_NEWER       ties go to the newer candidate (must fail the tie family)
 //   MACV_FAULT_PREVIOUS_OUTPUT returns the previous step's output (must fail)
 //   MACV_FAULT_LSE_BASE2       writes a base-2 output LSE without declaring it (must fail)
@@ -148,7 +148,7 @@ int32_t macv_query(macv_caps* c, char*, size_t) {
   c->device = MACV_DEVICE_CPU;
   const int dims[] = {64, 128, 256};
   for (int i = 0; i < 3; ++i) c->head_dims[i] = dims[i];
-  c->num_head_dims = 3;  // canonical_d2 needs D a multiple of 16; DESIGN §4's three
+  c->num_head_dims = 3;  // canonical_d2 needs D a multiple of 16; docs/semantics.md §4's three
   c->kv_layouts = MACV_KV_NHD | MACV_KV_HND;
   c->ring_layouts = MACV_RING_HEAD_MAJOR | MACV_RING_SLOT_MAJOR;
   c->sinks = 1;
@@ -190,7 +190,7 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
     const int64_t m = *at<int64_t>(in->position, b);
     const bool ready = *at<uint8_t>(in->ready, b) != 0;
     const auto layer = gather(p, in->k_cache, in->v_cache, in->page_table, b, m + 1);
-    const bool eligible = m >= p.gen_min && ready && m >= 1;  // DESIGN §3 step 1
+    const bool eligible = m >= p.gen_min && ready && m >= 1;  // docs/semantics.md §3 step 1
     for (int64_t h2 = 0; h2 < Hq; ++h2) {
       const auto qt = row(at<uint16_t>(in->q_tilde, b, h2, 0), D);
       const auto q = row(at<uint16_t>(in->q, b, h2, 0), D);

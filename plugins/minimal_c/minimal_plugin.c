@@ -1,7 +1,7 @@
 /* minimal_plugin.c: a complete mac-verify plugin in plain C99.
  *
- * One call of macv_step is one MAC decode step of DESIGN §3 for every request and query head,
- * written to be read, not to be fast: attention in double precision, one head at a time, the
+ * One call of macv_step is one MAC decode step of docs/semantics.md §3 for every request and query
+ * head, written to be read, not to be fast: attention in double precision, one head at a time, the
  * keys read straight from the driver's paged cache. It is the worked example of
  * docs/verification.md; CI builds it and certifies it on the smoke subset:
  *
@@ -16,13 +16,12 @@
  *   3. macv_step: per request b (position m) and query head h:
  *        eligible  m ≥ gen_min, request ready, m ≥ 1
  *        match     best = argmin over candidates p ∈ [max(0, m−M), m) whose ring slot p mod M
- *                  holds p, of (d2(p), p), with the canonical FP32 distance of DESIGN §3.1;
- *                  hit iff d2(best) < thr and entry(best) is usable (no second-best search)
- *        amend     hit: prefix = entry(best), band = attn(q, [E(best), E(m)));
- *                  miss: prefix = empty, band = attn(q, [Fe(E(m)), E(m)))
- *        write     if ready: slot m mod M := (q̃_m, prefix ⊕ band, m)
- *        complete  out = ((prefix ⊕ band) ⊕ attn(q, [0, Fe(E(m))))) ⊕ attn(q, [E(m), m])
- *      with E(p) = max(0, p + 1 − r) and Fe(e) = min(F, e).
+ *                  holds p, of (d2(p), p), with the canonical FP32 distance of docs/semantics.md
+ * §3.1; hit iff d2(best) < thr and entry(best) is usable (no second-best search) amend     hit:
+ * prefix = entry(best), band = attn(q, [E(best), E(m))); miss: prefix = empty, band = attn(q,
+ * [Fe(E(m)), E(m))) write     if ready: slot m mod M := (q̃_m, prefix ⊕ band, m) complete  out =
+ * ((prefix ⊕ band) ⊕ attn(q, [0, Fe(E(m))))) ⊕ attn(q, [E(m), m]) with E(p) = max(0, p + 1 − r) and
+ * Fe(e) = min(F, e).
  */
 #include "mac/verify/plugin_abi.h"
 
@@ -66,7 +65,8 @@ static double kv(const macv_step_inputs* in, const macv_params* p, int k, int64_
   return bf16_to_float(*(const uint16_t*)at(k ? &in->k_cache : &in->v_cache, idx));
 }
 
-/* ---- The attention state (DESIGN §2) --------------------------------------------------- */
+/* ---- The attention state (docs/semantics.md §2)
+ * --------------------------------------------------- */
 
 typedef struct {
   double o[MAX_D]; /* normalised output */
@@ -125,7 +125,8 @@ static void attend(const macv_step_inputs* in, const macv_params* p, int64_t b, 
   free(logit);
 }
 
-/* ---- The match (DESIGN §3.1) ----------------------------------------------------------- */
+/* ---- The match (docs/semantics.md §3.1)
+ * ----------------------------------------------------------- */
 
 /* The canonical FP32 squared distance between two BF16 vectors: D/8 lanes, lane l adds the
  * squares of dims 8l … 8l+7 in order with fmaf from 0, then the lanes combine by an xor

@@ -19,7 +19,7 @@ def _lse(lse, o):
 
 
 def merge(o1, lse1, o2, lse2):
-    """Merge ⊕ of states over disjoint key sets (DESIGN §2): ``μ = max(L1, L2)``,
+    """Merge ⊕ of states over disjoint key sets (docs/semantics.md §2): ``μ = max(L1, L2)``,
     ``L = μ + ln(e^{L1−μ} + e^{L2−μ})``, ``o = e^{L1−L}·o1 + e^{L2−L}·o2``; an empty side
     (L = −inf or NaN) yields the other. o [..., D], lse [...] in float32 or float64 (all
     four alike). Returns ``(o, lse)``."""
@@ -27,7 +27,7 @@ def merge(o1, lse1, o2, lse2):
 
 
 def downdate(o_total, lse_total, o_w, lse_w, tol=None):
-    """Downdate ⊖: removes the keys W ⊂ T from a state over T (DESIGN §2):
+    """Downdate ⊖: removes the keys W ⊂ T from a state over T (docs/semantics.md §2):
     ``t = e^{L_W − L_T}``, ``L = L_T + ln(1 − t)``, ``o = (o_T − t·o_W)/(1 − t)`` with
     ``1 − t = −expm1(L_W − L_T)``. Returns ``(o, lse, condition, emptied)``: condition
     ``1/(1 − t)`` (about log10 of it digits are lost), emptied where ``1 − t <= tol``

@@ -9,7 +9,7 @@ def simulate(layer, softmax_scale: float, config: StepperConfig, steps: int = 0,
              oracle: bool = True, layer_index: int = 0, trace_source: str = "",
              on_step=None) -> RunDump:
     """Runs decode steps ``P .. P+steps-1`` (``P = config.prefill``; ``steps = 0``: to the
-    end of the layer) and returns their run dump (DESIGN §6). With ``oracle`` the dump's
+    end of the layer) and returns their run dump (docs/file-formats.md). With ``oracle`` the dump's
     ``exact_out``/``exact_lse`` hold FP64 full attention (else NaN). ``on_step(step,
     oracle_step)`` is called after every step (``oracle_step`` None without the oracle)."""
     P, T = config.prefill, layer.tokens

@@ -2,7 +2,7 @@
 
 Importing this module registers, with ``torch.library``:
 
-* ``torch.ops.macattn.decode_step``: one MAC decode step (DESIGN §3) over a paged KV cache
+* ``torch.ops.macattn.decode_step``: one MAC decode step (semantics §3) over a paged KV cache
   and per-request rings, which it updates (entry(m) written where the request is ready);
 * ``torch.ops.macattn.full_attention``: exact paged decode;
 * ``torch.ops.macattn.prefill_entries``: ring entries for prompt positions.
@@ -280,7 +280,7 @@ def _(engine, q_post, q_pre, k_cache, v_cache, page_table, ring_q_pre, ring_o, r
 
 class MacDecodeState:
     """One layer's MAC state for R request slots: the rings (q̃, o, L of the last M
-    positions per query head), readiness and epochs (DESIGN §3.2), the MAC parameters, and
+    positions per query head), readiness and epochs (semantics §3.2), the MAC parameters, and
     the engine its steps run on. The paged KV cache is the caller's.
 
     A slot is ready iff ready != 0 and epoch_a == epoch_b: ``prefill`` (or ``begin_rebuild``

@@ -57,8 +57,8 @@ struct Floats {
   std::vector<float> copy;
 };
 
-/*! \brief a's values as float32, each finite and BF16-exact (DESIGN §4: inputs are BF16).
- *  float64 input is accepted when every value is a BF16 value (the conversion is then exact).
+/*! \brief a's values as float32, each finite and BF16-exact (docs/semantics.md §4: inputs are
+ * BF16). float64 input is accepted when every value is a BF16 value (the conversion is then exact).
  *  Throws InputError naming `name`, the first offending element's index and its value. */
 Floats bf16_input(const char* name, const AnyArray& a);
 

@@ -142,7 +142,8 @@ void bind_algebra(nb::module_& m) {
         throw InputError(msg("o1: dtype ", dtype_str(o1), " where float32 or float64 is required"));
       },
       "o1"_a, "lse1"_a, "o2"_a, "lse2"_a,
-      "Merge of disjoint key sets (DESIGN §2): states (o [..., D], lse [...]) in float32 or "
+      "Merge of disjoint key sets (docs/semantics.md §2): states (o [..., D], lse [...]) in "
+      "float32 or "
       "float64, natural-log LSE, -inf or NaN = empty. Returns (o, lse).");
   m.def(
       "downdate",
@@ -154,7 +155,7 @@ void bind_algebra(nb::module_& m) {
             msg("o_total: dtype ", dtype_str(ot), " where float32 or float64 is required"));
       },
       "o_total"_a, "lse_total"_a, "o_w"_a, "lse_w"_a, "tol"_a = nb::none(),
-      "Downdate: removes the keys W from a state over T (DESIGN §2). Returns (o, lse, "
+      "Downdate: removes the keys W from a state over T (docs/semantics.md §2). Returns (o, lse, "
       "condition, emptied); condition = 1/(1-t), emptied where W held all the mass "
       "(1 - t <= tol, default 4 eps).");
   m.def(
@@ -165,7 +166,7 @@ void bind_algebra(nb::module_& m) {
         });
       },
       "a"_a, "b"_a,
-      "Canonical FP32 squared distance of DESIGN §3.1 between rows of a and b [..., D] "
+      "Canonical FP32 squared distance of docs/semantics.md §3.1 between rows of a and b [..., D] "
       "(BF16-exact float32); bit-identical to the CUDA kernel's.");
   m.def(
       "d2_fp64",

@@ -1,5 +1,5 @@
 // The reference's data types (TraceMeta, Layer, MacParams, StepperConfig) and mac_io's files:
-// the trace (mac-trace v1) and the run dump (mac-run v1) of DESIGN §6.
+// the trace (mac-trace v1) and the run dump (mac-run v1) of docs/file-formats.md.
 #include "bindings.hpp"
 
 #include "mac/io/run_dump.hpp"
@@ -59,10 +59,11 @@ void bind_io(nb::module_& m) {
   using mac::StepperConfig;
   using mac::ref::TraceMeta;
 
-  nb::class_<MacParams>(m, "MacParams",
-                        "MAC parameters (DESIGN §3): tau, ring (M), tail (r), sinks (F), gen_min, "
-                        "and whatever policy fields the reference adds; keyword arguments set "
-                        "any of them.")
+  nb::class_<MacParams>(
+      m, "MacParams",
+      "MAC parameters (docs/semantics.md §3): tau, ring (M), tail (r), sinks (F), gen_min, "
+      "and whatever policy fields the reference adds; keyword arguments set "
+      "any of them.")
       .def(nb::init<>())
       .def(
           "__init__",
@@ -116,7 +117,7 @@ void bind_io(nb::module_& m) {
                     mac::to_string(c.prefill_mode), mac::to_string(c.precision), c.prefill);
       });
 
-  nb::class_<TraceMeta>(m, "TraceMeta", "Root attributes of a trace (DESIGN §6).")
+  nb::class_<TraceMeta>(m, "TraceMeta", "Root attributes of a trace (docs/file-formats.md).")
       .def(nb::init<>())
       .def(
           "__init__",
@@ -246,12 +247,13 @@ void bind_io(nb::module_& m) {
       "from the layers given.");
 
   using mac::io::RunDump;
-  nb::class_<RunDump> rd(m, "RunDump",
-                         "Run dump of one layer (DESIGN §6, mac-run v1): the configuration and, "
-                         "over steps S and query heads Hq, writable arrays position [S], hit "
-                         "[S, Hq] int8, match_pos [S, Hq] (-1 on miss), d2 [S, Hq] (NaN if no "
-                         "candidate), out [S, Hq, D], lse [S, Hq] (natural log), exact_out, "
-                         "exact_lse (FP64 full attention), kv_tokens_read [S, Hq].");
+  nb::class_<RunDump> rd(
+      m, "RunDump",
+      "Run dump of one layer (docs/file-formats.md, mac-run v1): the configuration and, "
+      "over steps S and query heads Hq, writable arrays position [S], hit "
+      "[S, Hq] int8, match_pos [S, Hq] (-1 on miss), d2 [S, Hq] (NaN if no "
+      "candidate), out [S, Hq, D], lse [S, Hq] (natural log), exact_out, "
+      "exact_lse (FP64 full attention), kv_tokens_read [S, Hq].");
   rd.def(
         "__init__",
         [](RunDump* self, int64_t steps, int64_t num_q_heads, int64_t head_dim) {

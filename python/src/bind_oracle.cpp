@@ -1,5 +1,5 @@
-// The FP64 oracle (DESIGN §1, §3; docs/oracle.md): exact attention and the MAC algebra of
-// given hit decisions, with compensated sums.
+// The FP64 oracle (docs/semantics.md §2, §3; docs/oracle.md): exact attention and the MAC algebra
+// of given hit decisions, with compensated sums.
 #include "bindings.hpp"
 
 #include "mac/oracle/oracle.hpp"
@@ -127,9 +127,10 @@ void bind_oracle(nb::module_& m) {
           },
           "full attention attn(q_m, [0, m]), exact");
 
-  nb::class_<Oracle>(m, "MacOracle",
-                     "The MAC algebra of DESIGN §3 for given hit decisions in FP64, with its own "
-                     "ring of exact entries.")
+  nb::class_<Oracle>(
+      m, "MacOracle",
+      "The MAC algebra of docs/semantics.md §3 for given hit decisions in FP64, with its own "
+      "ring of exact entries.")
       .def(
           "__init__",
           [](Oracle* self, nb::object layer, double softmax_scale, const mac::MacParams& params,

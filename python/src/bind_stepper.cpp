@@ -1,5 +1,5 @@
-// The reference decode stepper (DESIGN §3) step by step, over a recorded layer or over one a
-// model appends to position by position, and its per-head results as numpy arrays.
+// The reference decode stepper (docs/semantics.md §3) step by step, over a recorded layer or over
+// one a model appends to position by position, and its per-head results as numpy arrays.
 #include "bindings.hpp"
 
 #include "mac/ref/stepper.hpp"
@@ -321,9 +321,10 @@ void bind_stepper(nb::module_& m) {
           [](const Step& s) { return s.state([](const auto& h) -> const auto& { return h.out; }); },
           "(o, lse): the output ((prefix ⊕ band) ⊕ sink) ⊕ tail");
 
-  nb::class_<Stepper>(m, "Stepper",
-                      "The reference decode stepper of DESIGN §3 over one layer, all query "
-                      "heads, one request.")
+  nb::class_<Stepper>(
+      m, "Stepper",
+      "The reference decode stepper of docs/semantics.md §3 over one layer, all query "
+      "heads, one request.")
       .def(
           "__init__",
           [](Stepper* self, nb::object layer, double softmax_scale, const mac::MacParams& params,

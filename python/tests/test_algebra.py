@@ -44,7 +44,7 @@ def test_empty_states_are_ignored_never_nan():
     r = macattn.merge(o, 2.5, e, -np.inf)
     np.testing.assert_array_equal(r[0], o)
     assert r[1] == 2.5
-    r = macattn.merge(e, np.nan, o, 1.0)  # NaN L counts as empty (DESIGN §2)
+    r = macattn.merge(e, np.nan, o, 1.0)  # NaN L counts as empty (docs/semantics.md §2)
     np.testing.assert_array_equal(r[0], o)
     r = macattn.merge(e, -np.inf, e, -np.inf)
     assert np.isneginf(r[1]) and not np.isnan(r[0]).any()
@@ -83,7 +83,7 @@ def test_downdate_inverts_merge_and_reports_its_condition(keys):
 
 
 def lane_order_d2(a, b):
-    """DESIGN §3.1 in numpy: D/8 lanes each summing 8 squared differences in order with a
+    """docs/semantics.md §3.1 in numpy: D/8 lanes each summing 8 squared differences in order with a
     fused multiply-add, then an xor butterfly. fmaf is emulated in FP64: diff² of a float32
     difference is exact there (2·24 < 53 bits); its sum with the float32 accumulator is exact
     too unless the two span more than 53 bits, and then rounding to FP64 and to float32

@@ -1,5 +1,5 @@
 """Bad input is refused with one message naming the argument, the offending element or value
-and what is allowed (DESIGN §7)."""
+and what is allowed (docs/cli.md)."""
 import numpy as np
 import pytest
 

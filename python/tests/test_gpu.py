@@ -1,5 +1,5 @@
 """The torch ops on the GPU (skipped without torch with CUDA, a device, or macattn built with
-the kernels): decisions equal the CPU reference's, outputs within DESIGN §4's tolerance of
+the kernels): decisions equal the CPU reference's, outputs within semantics §4's tolerance of
 the FP64 oracle of the same decisions, outputs equal the C++ API's bit for bit, 64 steps
 captured in a CUDA graph and replayed, and torch.compile of a function calling
 decode_step.
@@ -24,7 +24,7 @@ from macattn import torch_ops  # noqa: E402  (registers torch.ops.macattn.*)
 
 P, M, R_TAIL, STEPS, PAGE = 256, 128, 32, 64, 16
 PARAMS = dict(tau=0.45, ring=M, tail=R_TAIL, sinks=0, gen_min=0)
-# DESIGN §4: CUDA vs the FP64 oracle of the same decisions, relative L2 per (step, head).
+# docs/semantics.md §4: CUDA vs the FP64 oracle of the same decisions, relative L2 per (step, head).
 OUT_TOL = 1e-2
 # The LSE is accumulated in FP32 over at most 320 keys of BF16 inputs; 1e-4 (absolute, for
 # |L| of order 1-10) leaves two orders of magnitude above FP32 rounding of such sums.

@@ -145,7 +145,7 @@ def test_stage_states_compose_to_the_output(golden):
         np.testing.assert_array_equal(out[1], s.out[1])
         np.testing.assert_array_equal(cached[0], s.entry[0])
         np.testing.assert_array_equal(cached[1], s.entry[1])
-        # The ranges of DESIGN §3: band [E(p), E(m)) on a hit, tail [E(m), m], sinks [0, F).
+        # The ranges of semantics §3: band [E(p), E(m)) on a hit, tail [E(m), m], sinks [0, F).
         Em = max(0, m + 1 - 32)
         assert (s.band_end == Em).all() and (s.tail_begin == Em).all()
         assert (s.sink_end == min(3, Em)).all()

@@ -1,7 +1,7 @@
 #pragma once
 // The GPU suite's case driver: runs a CaseSpec's steps through the Harness (eager or from
 // one captured graph), checks every step against the reference, and asserts the limits
-// every case must meet. Shared by the suite's files, one per stage of DESIGN §3.
+// every case must meet. Shared by the suite's files, one per stage of docs/semantics.md §3.
 #include <string>
 
 #include "harness.hpp"

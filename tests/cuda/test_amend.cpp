@@ -1,7 +1,7 @@
-// GPU tests of mac_cuda: the amend kernel (band, sinks and tail, DESIGN §3 steps 3 and 5):
-// every head dim, page sizes that take the division and the shift paths, and items of
-// 4096 keys cut with partial cells at both ends. Every case also meets the limits of check_stats
-// (steps.hpp) against mac::ref.
+// GPU tests of mac_cuda: the amend kernel (band, sinks and tail, docs/semantics.md §3 steps 3 and
+// 5): every head dim, page sizes that take the division and the shift paths, and items of 4096 keys
+// cut with partial cells at both ends. Every case also meets the limits of check_stats (steps.hpp)
+// against mac::ref.
 #include <boost/test/unit_test.hpp>
 
 #include "steps.hpp"

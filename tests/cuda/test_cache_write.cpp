@@ -1,6 +1,6 @@
-// GPU tests of mac_cuda: K3, the ring write (DESIGN §3 step 4, §3.2): gated by readiness (a not-
-// ready row writes nothing), written by rows below gen_min, with sinks, on the side stream. Every
-// case also meets the limits of check_stats (steps.hpp) against mac::ref.
+// GPU tests of mac_cuda: K3, the ring write (docs/semantics.md §3 step 4, §3.2): gated by readiness
+// (a not- ready row writes nothing), written by rows below gen_min, with sinks, on the side stream.
+// Every case also meets the limits of check_stats (steps.hpp) against mac::ref.
 #include <boost/test/unit_test.hpp>
 
 #include "steps.hpp"

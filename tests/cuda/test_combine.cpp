@@ -1,7 +1,7 @@
-// GPU tests of mac_cuda: the combine (merge of the items' partial states, DESIGN §3 step 5): the
-// two-level merge of groups of more than 16 items, the 4- and 2-warp shares of many heads, and the
-// partial states discarded from L2 once read. Every case also meets the limits of check_stats
-// (steps.hpp) against mac::ref.
+// GPU tests of mac_cuda: the combine (merge of the items' partial states, docs/semantics.md §3 step
+// 5): the two-level merge of groups of more than 16 items, the 4- and 2-warp shares of many heads,
+// and the partial states discarded from L2 once read. Every case also meets the limits of
+// check_stats (steps.hpp) against mac::ref.
 #include <boost/test/unit_test.hpp>
 
 #include "steps.hpp"

@@ -1,6 +1,6 @@
-// GPU tests of mac_cuda: K1 match (DESIGN §3 step 2) at every group size up to kMaxGroup: hit
-// decisions and matched positions identical to the reference, at G ∈ {1, 2, 3, 4, 8, 12, 16}.
-// Every case also meets the limits of check_stats (steps.hpp) against mac::ref.
+// GPU tests of mac_cuda: K1 match (docs/semantics.md §3 step 2) at every group size up to
+// kMaxGroup: hit decisions and matched positions identical to the reference, at G ∈ {1, 2, 3, 4, 8,
+// 12, 16}. Every case also meets the limits of check_stats (steps.hpp) against mac::ref.
 #include <boost/test/unit_test.hpp>
 
 #include "steps.hpp"

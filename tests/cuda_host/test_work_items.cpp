@@ -1,7 +1,7 @@
 // Host checks of the amend kernel's work decomposition (cuda/src/work_items.hpp): a group's
-// ranges follow DESIGN §3, its items tile them exactly, never straddle a category or exceed
-// the item size, the per-step item size follows its rule, the workspace bound holds for every
-// step the engine may see (an item past it would be written out of bounds on the device), and
+// ranges follow docs/semantics.md §3, its items tile them exactly, never straddle a category or
+// exceed the item size, the per-step item size follows its rule, the workspace bound holds for
+// every step the engine may see (an item past it would be written out of bounds on the device), and
 // the item → group search of the self-scheduled amend kernel finds every item's group, and
 // the per-step L2 policies split the measured steps as measured.
 #define BOOST_TEST_MODULE work_items

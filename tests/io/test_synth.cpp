@@ -145,7 +145,7 @@ BOOST_AUTO_TEST_CASE(golden_file_matches_fresh_generation) {
 
 BOOST_AUTO_TEST_CASE(hit_rate_spans_low_to_high_and_is_monotone_in_tau) {
   // Nearest earlier pre-RoPE query among the last M = 512 positions, squared L2 in FP64;
-  // hit iff d2 < 2·D·(1−τ)² (DESIGN §2). D = 128, Hq = 4, T = 2048.
+  // hit iff d2 < 2·D·(1−τ)² (docs/semantics.md §2). D = 128, Hq = 4, T = 2048.
   SynthParams p;
   p.tokens = 2048;
   p.num_layers = 1;

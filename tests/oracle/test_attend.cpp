@@ -27,7 +27,7 @@ BOOST_AUTO_TEST_CASE(matches_naive_long_double) {
   BOOST_TEST_MESSAGE("compensated vs long double: worst relative error " << worst);
 }
 
-// Every head dim of DESIGN §4 (vector path) and one that is not a multiple of 32 (the
+// Every head dim of docs/semantics.md §4 (vector path) and one that is not a multiple of 32 (the
 // scalar path of the engine).
 BOOST_AUTO_TEST_CASE(head_dims_vector_and_generic_paths) {
   for (int64_t d : {40, 64, 128, 256}) {

@@ -1,4 +1,4 @@
-// Tests of MacOracle: the MAC algebra of DESIGN §3 for given decisions, in FP64.
+// Tests of MacOracle: the MAC algebra of docs/semantics.md §3 for given decisions, in FP64.
 #include "oracle_test_util.hpp"
 
 #include <string>

@@ -4,7 +4,7 @@
 Two groups:
 
 * fixture checks (need python3 + numpy + h5py only): the committed trace
-  data/real/smollm2_4layers_512.h5 has the schema attributes of DESIGN §6 and its
+  data/real/smollm2_4layers_512.h5 has the schema attributes of docs/file-formats.md and its
   provenance; every dataset has the right shape, is finite and BF16-exact; the stored
   post-RoPE queries (and keys, where the extra k_pre dataset is present) equal the RoPE of
   the stored pre-RoPE ones under the file's rope_theta with neox pairing, within the

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace {
-// An independent transcription of DESIGN §3.1, written as a simulated warp: 32 lane
+// An independent transcription of docs/semantics.md §3.1, written as a simulated warp: 32 lane
 // registers, lanes ≥ D/8 idle, each shuffle-xor round reads the partner's register
 // from a snapshot, exactly as __shfl_xor_sync would.
 float warp_style_d2(const float* a, const float* b, int d) {
@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(canonical_d2_is_bit_identical_to_warp_transcription) {
 }
 
 BOOST_AUTO_TEST_CASE(threshold_value) {
-  // D = 128, τ = 0.45: 2·128·0.55² = 77.44 (DESIGN §2), rounded once to FP32.
+  // D = 128, τ = 0.45: 2·128·0.55² = 77.44 (docs/semantics.md §2), rounded once to FP32.
   BOOST_TEST(mac::match_threshold(128, 0.45) == static_cast<float>(77.44));
   BOOST_TEST(mac::match_threshold(64, 0.5) == 32.0f);
 }

@@ -195,7 +195,7 @@ BOOST_AUTO_TEST_CASE(two_key_case_attains_the_bound) {
 
 BOOST_AUTO_TEST_CASE(random_hand_made_cases_never_exceed_the_bound) {
   // Prefix keys with logits x and drifts δ, recomputed keys R; o_full and o_mac computed
-  // directly from the definitions (DESIGN §2) in FP64.
+  // directly from the definitions (docs/semantics.md §2) in FP64.
   std::mt19937_64 rng(20261129);
   std::normal_distribution<double> n(0, 1);
   std::uniform_real_distribution<double> u(0, 1);

@@ -3,7 +3,7 @@
 // implementation without a fault passes them all.
 //
 // Implementation under test: mac::verify::make_model_impl(fault), an independent FP64
-// implementation of DESIGN §3 with one planted fault (impl.hpp lists them).
+// implementation of docs/semantics.md §3 with one planted fault (impl.hpp lists them).
 #include <boost/test/unit_test.hpp>
 
 #include "mac/verify/check.hpp"

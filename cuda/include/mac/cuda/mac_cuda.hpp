@@ -5,7 +5,7 @@
  *         C++ and link everywhere (without CUDA the library is a stub whose functions
  *         return StatusCode::kNoCuda).
  *
- *  Semantics are DESIGN §3 (one decode step per (request, query head)): K1 match →
+ *  Semantics are docs/semantics.md §3 (one decode step per (request, query head)): K1 match →
  *  schedule → K2 amend (band) + complete (sinks, tail) → merge → K3 cache write.
  *
  *  Conventions used by every pointer below:
@@ -16,7 +16,7 @@
  *   - Every LSE (`L`) at this boundary is the NATURAL log of the softmax denominator with
  *     the scale inside the exponent: `L = ln Σ_t exp(s·q·k_t)`. −inf means the empty state.
  *   - Positions: row i decodes position `m = kv_len[i] − 1`; its own key/value is already
- *     in the cache (DESIGN §3).
+ *     in the cache (docs/semantics.md §3).
  *   - Streams are `cudaStream_t` passed as `void*` (nullptr = the legacy default stream).
  *     stream_create makes non-blocking streams, which the legacy stream does not order
  *     against: issue a step's copies on the stream its kernels run on, or synchronise
@@ -157,7 +157,7 @@ struct DecodeParams {
 
   float softmax_scale = 0;  //!< s in exp(s·q·k) (typically 1/√D)
 
-  // --- MAC parameters (DESIGN §3) -----------------------------------------------------
+  // --- MAC parameters (docs/semantics.md §3) -----------------------------------------------------
   double tau = 0.45;   //!< τ; hit iff canonical FP32 d2 < thr = 2·D·(1−τ)² (thr rounded to
                        //!<  FP32 once, as mac::match_threshold)
   int ring = 512;      //!< M, ring capacity (must equal config.ring)
@@ -166,14 +166,14 @@ struct DecodeParams {
   int gen_min = 2048;  //!< a row is eligible only if m ≥ gen_min
 
   // --- ring caches, per request slot (MAC only) ----------------------------------------
-  const int32_t* slot = nullptr;     //!< [N] int32 request slot of each row, in [0, num_slots);
-                                     //!<  two rows of one step must not share a slot
-  int num_slots = 0;                 //!< R
-  uint16_t* ring_q_pre = nullptr;    //!< [R, M, Hq, D] bf16: q̃_p of position p in slot p mod M
-  uint16_t* ring_o = nullptr;        //!< [R, M, Hq, D] bf16: normalised o of entry(p) over
-                                     //!<  keys [Fe(E(p)), E(p))
-  float* ring_lse = nullptr;         //!< [R, M, Hq] fp32 natural-log L of entry(p); −inf = empty
-  const int32_t* ready = nullptr;    //!< [R] int32, nonzero = caches usable (DESIGN §3.2)
+  const int32_t* slot = nullptr;   //!< [N] int32 request slot of each row, in [0, num_slots);
+                                   //!<  two rows of one step must not share a slot
+  int num_slots = 0;               //!< R
+  uint16_t* ring_q_pre = nullptr;  //!< [R, M, Hq, D] bf16: q̃_p of position p in slot p mod M
+  uint16_t* ring_o = nullptr;      //!< [R, M, Hq, D] bf16: normalised o of entry(p) over
+                                   //!<  keys [Fe(E(p)), E(p))
+  float* ring_lse = nullptr;       //!< [R, M, Hq] fp32 natural-log L of entry(p); −inf = empty
+  const int32_t* ready = nullptr;  //!< [R] int32, nonzero = caches usable (docs/semantics.md §3.2)
   const int32_t* epoch_a = nullptr;  //!< [R] int32 } a row is ready iff ready ≠ 0 and
   const int32_t* epoch_b = nullptr;  //!< [R] int32 }  epoch_a == epoch_b
 
@@ -227,8 +227,8 @@ struct StepBuffers {
   DecodeParams params() const;
 };
 
-/*! \brief Ring entries for prompt positions (DESIGN §3 "Prefill"): for each request i and
- *  position p = first_pos[i] + j, j < num_positions, writes slot p mod M of request slot
+/*! \brief Ring entries for prompt positions (docs/semantics.md §3 "Prefill"): for each request i
+ * and position p = first_pos[i] + j, j < num_positions, writes slot p mod M of request slot
  *  slot[i]: q̃_p (bit copy) and the exact state attn(q_p, [Fe(E(p)), E(p))) (BF16 o, FP32 L).
  *  The KV cache must hold the keys of those positions. Not for graph capture. Typically
  *  first_pos = max(0, P − M), num_positions = P − first_pos. from_decode() fills the KV, ring
@@ -442,7 +442,7 @@ class Engine {
    *  (each KV head read once for its G query heads). */
   Status full_attention(const DecodeParams& p, void* stream);
 
-  /*! \brief One MAC decode step (DESIGN §3): K1 match, device-side schedule, K2 amend &
+  /*! \brief One MAC decode step (docs/semantics.md §3): K1 match, device-side schedule, K2 amend &
    *  complete, K3 ring write (gated by readiness). Rows that are ineligible (m < gen_min,
    *  not ready, epochs differ, m = 0) produce output bit-identical to full_attention(). */
   Status mac_step(const DecodeParams& p, void* stream);

@@ -1,6 +1,6 @@
 #pragma once
 /*! \file oracle.hpp
- *  \brief The FP64 oracle (DESIGN §1, §3): exact attention and the MAC algebra for
+ *  \brief The FP64 oracle (docs/semantics.md §2, §3): exact attention and the MAC algebra for
  *         given hit decisions, evaluated in FP64 with compensated (TwoSum) summation.
  *
  *  Everything here is independent of the decode stepper (mac::ref::DecodeStepper): it
@@ -85,7 +85,7 @@ struct StepResult {
   std::vector<HeadResult> heads;  //!< [Hq]
 };
 
-/*! \brief The MAC algebra of DESIGN §3 for given hit decisions, in FP64: "the value a
+/*! \brief The MAC algebra of docs/semantics.md §3 for given hit decisions, in FP64: "the value a
  *  perfect implementation of the same decisions would produce". Keeps its own ring of
  *  exact (never rounded) FP64 entries, one per query head and slot p mod M.
  *

@@ -16,7 +16,7 @@
 
 namespace mac::io {
 
-/*! \brief Run dump of one layer of one trace (DESIGN §6), over decode steps S and
+/*! \brief Run dump of one layer of one trace (docs/file-formats.md), over decode steps S and
  *  query heads Hq. All arrays row-major. */
 struct RunDump {
   StepperConfig config;  //!< the run's configuration, echoed as root attributes

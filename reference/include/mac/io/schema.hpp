@@ -16,7 +16,8 @@ inline constexpr const char* kVersion = "version";  //!< int64: its layout versi
 inline constexpr const char* kComplete = "complete";
 inline constexpr const char* kGitCommit = "git_commit";  //!< string: commit that wrote it
 
-/*! \brief The trace file (DESIGN §6): root attributes and /layers/<i>/{q_pre,q_post,k,v}. */
+/*! \brief The trace file (docs/file-formats.md): root attributes and
+ * /layers/<i>/{q_pre,q_post,k,v}. */
 namespace trace {
 inline constexpr const char* kName = "mac-trace";
 inline constexpr int64_t kVersion = 1;
@@ -35,7 +36,7 @@ inline constexpr const char* kK = "k";             //!< [T, Hkv, D] float32, pos
 inline constexpr const char* kV = "v";             //!< [T, Hkv, D] float32
 }  // namespace trace
 
-/*! \brief The run dump of mac-sim (DESIGN §6): the configuration as root attributes, one
+/*! \brief The run dump of mac-sim (docs/file-formats.md): the configuration as root attributes, one
  *  dataset per recorded quantity over [S] or [S, Hq] or [S, Hq, D]. */
 namespace run {
 inline constexpr const char* kName = "mac-run";

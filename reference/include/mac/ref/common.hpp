@@ -1,6 +1,6 @@
 #pragma once
 /*! \file common.hpp
- *  \brief The reference's parameters, error type and enums; the vocabulary of DESIGN §3
+ *  \brief The reference's parameters, error type and enums; the vocabulary of docs/semantics.md §3
  *         (E(p), Fe(e), the hit threshold, LSE base) is mac/semantics.hpp.
  */
 #include <Eigen/Core>
@@ -18,7 +18,7 @@ namespace mac {
 
 using bf16 = Eigen::bfloat16;
 
-/*! \brief Bad input: one clear message naming the offending value (DESIGN §7). */
+/*! \brief Bad input: one clear message naming the offending value (docs/cli.md). */
 class InputError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -41,17 +41,17 @@ void require(bool ok, const Args&... args) {
 
 /*! \brief How a cached ring state is held. */
 enum class StateStorage {
-  kProduction,  //!< BF16 `o`, FP32 `L`: the layout of the CUDA ring (DESIGN §4)
+  kProduction,  //!< BF16 `o`, FP32 `L`: the layout of the CUDA ring (docs/semantics.md §4)
   kFull,        //!< the stepper's own precision: separates algorithmic from storage error
 };
 
-/*! \brief Which algebra builds the cache entry (DESIGN §3). */
+/*! \brief Which algebra builds the cache entry (docs/semantics.md §3). */
 enum class Variant {
   kSplit,     //!< entry = prefix ⊕ band; never subtracts
   kDowndate,  //!< the paper's form: entry = full ⊖ tail, full = (prefix ⊕ band ⊕ sinks) ⊕ tail
 };
 
-/*! \brief How prefill entries are built (DESIGN §3 "Prefill"). */
+/*! \brief How prefill entries are built (docs/semantics.md §3 "Prefill"). */
 enum class PrefillMode {
   kDirect,    //!< attn(q_p, [Fe(E(p)), E(p))) directly
   kDowndate,  //!< full(q_p, [0, p]) ⊖ (sinks ⊕ window [E(p), p])
@@ -69,7 +69,7 @@ PrefillMode parse_prefill_mode(const std::string& s);    //!< "direct" | "downda
 const char* to_string(Precision p);
 Precision parse_precision(const std::string& s);  //!< "fp32" | "fp64"
 
-/*! \brief MAC parameters (DESIGN §3), with the spec's defaults. */
+/*! \brief MAC parameters (docs/semantics.md §3), with the spec's defaults. */
 struct MacParams {
   double tau = 0.45;       //!< match margin τ; hit iff d2 < 2·D·(1−τ)²
   int64_t ring = 512;      //!< M, ring capacity (candidates per head)

@@ -1,6 +1,6 @@
 #pragma once
 /*! \file match.hpp
- *  \brief K1 "match": the canonical FP32 squared distance of DESIGN §3.1 and the
+ *  \brief K1 "match": the canonical FP32 squared distance of docs/semantics.md §3.1 and the
  *         nearest-candidate search with the tie rule and argmin-then-validity.
  */
 #include "mac/ref/common.hpp"
@@ -9,7 +9,7 @@
 
 namespace mac::ref {
 
-/*! \brief Canonical FP32 squared L2 distance `d2 = Σ_i (a_i − b_i)²` (DESIGN §3.1):
+/*! \brief Canonical FP32 squared L2 distance `d2 = Σ_i (a_i − b_i)²` (docs/semantics.md §3.1):
  *  `D/8` lanes, lane l accumulates dims 8l … 8l+7 in order with
  *  `acc = fmaf(diff, diff, acc)` from 0, `diff = a − b` in FP32; lanes then combine by an
  *  xor butterfly with offsets D/16, …, 2, 1 (`acc_l += acc_{l xor off}`); lane 0 is the

@@ -1,6 +1,6 @@
 #pragma once
 /*! \file state.hpp
- *  \brief The attention-state algebra (DESIGN §2): states `(o, L)` with natural-log
+ *  \brief The attention-state algebra (docs/semantics.md §2): states `(o, L)` with natural-log
  *         `L`, merge ⊕ and downdate ⊖. Empty states are handled inside the type.
  *
  *  For a key set T: `L = ln Σ_{t∈T} exp(s·q·k_t)`, `o = Σ_t exp(s·q·k_t − L)·v_t`.
@@ -28,7 +28,7 @@ struct AttnState {
   static AttnState empty(Eigen::Index d) {
     return {Vec<T>::Zero(d), -std::numeric_limits<T>::infinity()};
   }
-  /*! \brief Empty iff `L` is −inf or NaN (DESIGN §2: such a side is ignored by ⊕). */
+  /*! \brief Empty iff `L` is −inf or NaN (docs/semantics.md §2: such a side is ignored by ⊕). */
   bool is_empty() const { return !(lse > -std::numeric_limits<T>::infinity()); }
   Eigen::Index dim() const { return o.size(); }
 

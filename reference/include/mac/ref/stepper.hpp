@@ -1,6 +1,6 @@
 #pragma once
 /*! \file stepper.hpp
- *  \brief The decode stepper of DESIGN §3 for one request and all heads of one layer:
+ *  \brief The decode stepper of docs/semantics.md §3 for one request and all heads of one layer:
  *         ring, match, amend (band), complete (sinks + tail), merge and cache write.
  *
  *  Stage by stage, per query head h and position m (0-based, kv_len = m + 1):
@@ -84,7 +84,7 @@ struct StepResult {
   std::vector<HeadStep<T>> heads;  //!< [Hq]
 };
 
-/*! \brief Runs DESIGN §3 over one layer of one request. T is the arithmetic precision
+/*! \brief Runs docs/semantics.md §3 over one layer of one request. T is the arithmetic precision
  *  (float or double). Not copyable cheaply; holds a reference to the layer. */
 template <typename T>
 class DecodeStepper {

@@ -1,6 +1,6 @@
 #pragma once
 /*! \file trace.hpp
- *  \brief In-memory form of a trace (DESIGN §6 "Trace file"): per layer, row-major
+ *  \brief In-memory form of a trace (docs/file-formats.md, "Trace file"): per layer, row-major
  *         float arrays holding BF16-exact values.
  */
 #include "mac/ref/common.hpp"

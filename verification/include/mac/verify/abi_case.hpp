@@ -103,8 +103,8 @@ std::string not_applicable(const macv_caps& caps, const CaseSpec& c);
  *  ring layouts they alternate with the case id (both are exercised), padded q/q̃/o/lse on
  *  every other case with strided_io. */
 Choices choose(const macv_caps& caps, const CaseSpec& c);
-/*! \brief DESIGN §4's limits, or the FP32 reference's when the implementation asks for them
- *  (tight_tolerances, FP32 outputs and ring). */
+/*! \brief docs/semantics.md §4's limits, or the FP32 reference's when the implementation asks for
+ * them (tight_tolerances, FP32 outputs and ring). */
 Tolerances tolerances(const macv_caps& caps);
 /*! \brief How the expected evaluation stores ring entries: as the implementation's ring does
  *  (BF16 o → kProduction, FP32 → kFull). */

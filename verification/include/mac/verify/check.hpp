@@ -33,9 +33,10 @@ struct Tolerances {
    *  `logits:s` case. FP32 rounds each logit s·q·k with an absolute error ∝ |s·q·k|,
    *  which the softmax turns into a relative output error of the same size; scaling q and
    *  k by s multiplies it by s² (measured: 1.3e-4 … 1.8e-4 at s = 16 … 48 for the FP32
-   *  reference). Used for the tight CPU limits only; the GPU limit is DESIGN §4's flat 1e-2. */
+   *  reference). Used for the tight CPU limits only; the GPU limit is docs/semantics.md §4's flat
+   * 1e-2. */
   bool logit_conditioned = false;
-  /*! \brief DESIGN §4 for the BF16 CUDA kernels. */
+  /*! \brief docs/semantics.md §4 for the BF16 CUDA kernels. */
   static Tolerances gpu() { return {}; }
   /*! \brief The output/entry rel-L2 factor for `spec` (1 unless logit_conditioned). */
   double conditioning(const CaseSpec& spec) const;

@@ -1,7 +1,7 @@
 #pragma once
 /*! \file expected.hpp
  *  \brief What a conforming implementation must produce for a case: the decisions of
- *         DESIGN §3 (canonical FP32 match of mac::ref::canonical_d2, ties to the older
+ *         docs/semantics.md §3 (canonical FP32 match of mac::ref::canonical_d2, ties to the older
  *         position, strict threshold, argmin first and validity second, readiness, read
  *         before write) and the FP64 values of the MAC algebra for those decisions,
  *         evaluated with the oracle's compensated engine (mac::oracle::attend_segments).

@@ -2,8 +2,8 @@
 /*! \file impl.hpp
  *  \brief The "implementation under test" interface of the driver, and the CPU
  *         implementations: the FP32 reference stepper, and an independent FP64 model of
- *         DESIGN §3 with switchable planted faults (the proof that the matrix catches them).
- *         The CUDA implementation is in cuda_impl.hpp.
+ *         docs/semantics.md §3 with switchable planted faults (the proof that the matrix catches
+ * them). The CUDA implementation is in cuda_impl.hpp.
  */
 #include "mac/verify/inputs.hpp"
 
@@ -74,7 +74,7 @@ const char* to_string(Fault f);
 Fault parse_fault(const std::string& s);  //!< "none", "tie-newer", "band-late", ...
 std::vector<Fault> all_faults();          //!< every fault except kNone
 
-/*! \brief An independent implementation of DESIGN §3 (FP64 partial attention of the
+/*! \brief An independent implementation of docs/semantics.md §3 (FP64 partial attention of the
  *  reference's `attend`, FP64 ring), with one planted fault. */
 std::unique_ptr<Implementation> make_model_impl(Fault fault);
 

@@ -10,13 +10,13 @@
  *  CUDA error costs one case (reported as ERROR with the message), not the run.
  *  docs/verification.md walks through a complete plugin (plugins/minimal_c/minimal_plugin.c).
  *
- *  One call of macv_step is one decode step of DESIGN §3 for a batch of B requests of one
- *  layer shape (D, Hq = G·Hkv, Hkv). The driver owns every buffer: the paged KV cache, the
- *  page table, positions, readiness, the queries, the ring (q̃, o, L and position per slot)
- *  and the outputs (destination passing). The plugin reads the inputs, reads the ring, writes
- *  ring slot `m mod M` of each ready request (if it declares `writes_ring`), and writes the
- *  outputs. Everything it needs from one step to the next is in the ring: the driver may
- *  hand the same handle inputs it has never seen.
+ *  One call of macv_step is one decode step of docs/semantics.md §3 for a batch of B requests of
+ * one layer shape (D, Hq = G·Hkv, Hkv). The driver owns every buffer: the paged KV cache, the page
+ * table, positions, readiness, the queries, the ring (q̃, o, L and position per slot) and the
+ * outputs (destination passing). The plugin reads the inputs, reads the ring, writes ring slot `m
+ * mod M` of each ready request (if it declares `writes_ring`), and writes the outputs. Everything
+ * it needs from one step to the next is in the ring: the driver may hand the same handle inputs it
+ * has never seen.
  *
  *  What the driver checks besides the results (each rules out a way of gaming it):
  *   - every output is filled with NaN (integers with an invalid value) before every call,
@@ -35,9 +35,9 @@
  *  (the padding holds NaN), either KV layout and either ring layout it declares. A plugin
  *  honours the strides it is given or rejects the call with an error naming the tensor.
  *
- *  LSE is the natural log (DESIGN §4). A plugin that works in base 2 declares `lse_base2`;
- *  the driver then gives it the ring L in base 2 and converts its output and ring L back
- *  with mac::lse_from_log2 (reference/include/mac/semantics.hpp).
+ *  LSE is the natural log (docs/semantics.md §4). A plugin that works in base 2 declares
+ * `lse_base2`; the driver then gives it the ring L in base 2 and converts its output and ring L
+ * back with mac::lse_from_log2 (reference/include/mac/semantics.hpp).
  *
  *  Error reporting: a function returning int32_t returns 0 on success; non-zero means
  *  failure, with a NUL-terminated message (at most err_len bytes, err_len ≥ 1) in `err`.
@@ -120,26 +120,27 @@ typedef struct macv_caps {
   int64_t ring_min, ring_max; /*!< supported M (0: no limit) */
   int32_t max_batch;          /*!< largest B (0: no limit) */
   int32_t out_dtype;          /*!< dtype of the output o it writes: MACV_F32 or MACV_BF16 */
-  int32_t ring_o_dtype;      /*!< dtype of ring o: MACV_F32, or MACV_BF16 (DESIGN §4 production) */
-  int32_t lse_base2;         /*!< 1: its lse and ring L are base 2 (the driver converts) */
-  int32_t strided_io;        /*!< 1: honours padded row/head strides of q, q̃, o and lse */
-  int32_t reports_keys_read; /*!< 1: writes keys_read */
-  int32_t writes_ring;       /*!< 1: writes ring slot m mod M of ready requests (DESIGN §3
-                                  step 4); 0: the ring is read-only for it */
-  int32_t graph_capturable;  /*!< 1: macv_step may be captured into a CUDA graph on `stream`
-                                  and replayed for later steps (pointers stay the same, the
-                                  contents change) */
-  int32_t prefills;          /*!< 1: exports macv_prefill, which builds the prompt entries
-                                  (otherwise the driver hands over a ring holding them) */
-  int32_t full_attention;    /*!< 1: exports macv_full_attention; the driver then requires the
-                                  output of every ineligible head (m < gen_min, not ready,
-                                  m = 0) to be bit-identical to it */
-  int32_t checks;            /*!< 1: exports macv_check, called after every step */
-  int32_t tight_tolerances;  /*!< 1: asks to be judged by the FP32 reference's limits (needs
-                                  out_dtype and ring_o_dtype MACV_F32); 0: DESIGN §4's */
-  int32_t num_variants;      /*!< code paths the driver should spread the cases over (0: one) */
-  char variants[4][16];      /*!< their names: a case whose matrix column `k3` names one runs
-                                  that one, the others alternate with the case id */
+  int32_t ring_o_dtype;       /*!< dtype of ring o: MACV_F32, or MACV_BF16 (docs/semantics.md §4
+                                 production) */
+  int32_t lse_base2;          /*!< 1: its lse and ring L are base 2 (the driver converts) */
+  int32_t strided_io;         /*!< 1: honours padded row/head strides of q, q̃, o and lse */
+  int32_t reports_keys_read;  /*!< 1: writes keys_read */
+  int32_t writes_ring; /*!< 1: writes ring slot m mod M of ready requests (docs/semantics.md §3
+                            step 4); 0: the ring is read-only for it */
+  int32_t graph_capturable; /*!< 1: macv_step may be captured into a CUDA graph on `stream`
+                                 and replayed for later steps (pointers stay the same, the
+                                 contents change) */
+  int32_t prefills;         /*!< 1: exports macv_prefill, which builds the prompt entries
+                                 (otherwise the driver hands over a ring holding them) */
+  int32_t full_attention;   /*!< 1: exports macv_full_attention; the driver then requires the
+                                 output of every ineligible head (m < gen_min, not ready,
+                                 m = 0) to be bit-identical to it */
+  int32_t checks;           /*!< 1: exports macv_check, called after every step */
+  int32_t tight_tolerances; /*!< 1: asks to be judged by the FP32 reference's limits (needs
+                                 out_dtype and ring_o_dtype MACV_F32); 0: docs/semantics.md §4's */
+  int32_t num_variants;     /*!< code paths the driver should spread the cases over (0: one) */
+  char variants[4][16];     /*!< their names: a case whose matrix column `k3` names one runs
+                                 that one, the others alternate with the case id */
 } macv_caps;
 
 /*! \brief Parameters of one case, fixed for the handle's life. */
@@ -152,7 +153,7 @@ typedef struct macv_params {
   int32_t max_pages_per_request;                      /*!< columns of page_table */
   int32_t device_id;                                  /*!< CUDA ordinal of every tensor */
   int32_t variant; /*!< index into caps.variants chosen for the case (0 if none declared) */
-  int64_t ring, tail, sinks, gen_min; /*!< M, r, F, gen_min (DESIGN §3) */
+  int64_t ring, tail, sinks, gen_min; /*!< M, r, F, gen_min (docs/semantics.md §3) */
   double tau;                         /*!< τ */
   float threshold;      /*!< thr = 2·D·(1 − τ)² rounded once to FP32; hit iff d2 < thr */
   double softmax_scale; /*!< s in exp(s·q·k) */
@@ -170,14 +171,15 @@ typedef struct macv_step_inputs {
   macv_tensor v_cache;    /*!< BF16 values, same layout as k_cache */
   macv_tensor page_table; /*!< [B, max_pages_per_request] I32; unused entries −1 */
   macv_tensor position;   /*!< [B] I64: m of each request (kv_len = m + 1, its own K/V cached) */
-  macv_tensor ready;      /*!< [B] U8: 1 ready (DESIGN §3.2); 0: exact attention, no ring write */
-  macv_tensor ring_q;     /*!< [B, Hq, M, D] BF16 (in/out): q̃ of the position the slot holds */
-  macv_tensor ring_o;     /*!< [B, Hq, M, D] caps.ring_o_dtype (in/out): state o over
-                               [Fe(E(p)), E(p)) */
-  macv_tensor ring_lse;   /*!< [B, Hq, M] F32 (in/out): state L (−inf: empty state) */
-  macv_tensor ring_pos;   /*!< [B, Hq, M] I64 (in/out): position p the slot holds (−1: none);
-                               slot p mod M. A candidate p of DESIGN §3 step 1 is usable only
-                               if its slot holds p */
+  macv_tensor
+      ready; /*!< [B] U8: 1 ready (docs/semantics.md §3.2); 0: exact attention, no ring write */
+  macv_tensor ring_q;   /*!< [B, Hq, M, D] BF16 (in/out): q̃ of the position the slot holds */
+  macv_tensor ring_o;   /*!< [B, Hq, M, D] caps.ring_o_dtype (in/out): state o over
+                             [Fe(E(p)), E(p)) */
+  macv_tensor ring_lse; /*!< [B, Hq, M] F32 (in/out): state L (−inf: empty state) */
+  macv_tensor ring_pos; /*!< [B, Hq, M] I64 (in/out): position p the slot holds (−1: none);
+                             slot p mod M. A candidate p of docs/semantics.md §3 step 1 is usable
+                           only if its slot holds p */
 } macv_step_inputs;
 
 /*! \brief Outputs of one step, allocated by the driver and poisoned before every call
@@ -186,7 +188,7 @@ typedef struct macv_step_outputs {
   macv_tensor o;         /*!< [B, Hq, D] caps.out_dtype: normalised output */
   macv_tensor lse;       /*!< [B, Hq] F32: output LSE (natural log unless caps.lse_base2) */
   macv_tensor hit;       /*!< [B, Hq] U8: 1 hit, 0 miss (the decisions are part of the
-                              contract, DESIGN §3.1) */
+                              contract, docs/semantics.md §3.1) */
   macv_tensor match_pos; /*!< [B, Hq] I64: matched p, −1 on a miss */
   macv_tensor keys_read; /*!< [B, Hq] I64: KV tokens attended to (NULL unless
                               reports_keys_read) */
@@ -228,7 +230,7 @@ MACV_API int32_t macv_step(macv_handle* h, const macv_step_inputs* in, macv_step
 /*! \brief Frees the handle. */
 MACV_API void macv_destroy(macv_handle* h);
 
-/*! \brief Optional (caps.prefills): writes the prompt entries into the ring (DESIGN §3
+/*! \brief Optional (caps.prefills): writes the prompt entries into the ring (docs/semantics.md §3
  *  Prefill). Called once per case, before the first step. */
 MACV_API int32_t macv_prefill(macv_handle* h, const macv_prefill_inputs* in, void* stream,
                               char* err, size_t err_len);

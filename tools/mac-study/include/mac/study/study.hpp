@@ -78,7 +78,7 @@ struct ChainNode {
 };
 
 /*! \brief Mirrors the ring of one head: per slot the node of the entry it holds.
- *  Independent bookkeeping of DESIGN §3 (a miss writes depth 0, a hit on depth k writes
+ *  Independent bookkeeping of docs/semantics.md §3 (a miss writes depth 0, a hit on depth k writes
  *  k + 1), checked against the stepper's own depth on every step. */
 class ChainTracker {
  public:
