@@ -121,6 +121,7 @@ class TeacherForced:
     layers: List[LayerStats]
     seconds: float
     attn_check: List[float] = field(default_factory=list)  # per layer, see teacher_forced
+    d2: List[np.ndarray] = field(default_factory=list)  # per layer [n·Hq] nearest d2 (collect_d2)
 
 
 def _stepper(model: Model, policy: Policy, li: int, P: int, total: int, cache: PromptCache,
@@ -135,16 +136,17 @@ def _stepper(model: Model, policy: Policy, li: int, P: int, total: int, cache: P
 
 def teacher_forced(model: Model, cache: PromptCache, ids: Sequence[int],
                    policy: Optional[Policy], precision: str = "fp32",
-                   check_bound=None) -> TeacherForced:
+                   check_bound=None, collect_d2: bool = False) -> TeacherForced:
     """Decode pass over the tokens `ids` (positions P … P + n − 1) with exact attention
     (policy None) or MAC under `policy`. `check_bound(li, q, k, v, out, first)`, if given, is
     called per layer with the attention inputs and outputs of the decode positions and its
-    return value is kept in attn_check."""
+    return value is kept in attn_check. `collect_d2`: keep each step's canonical distance to
+    the nearest candidate per layer (NaN where none was searched)."""
     t0 = time.time()
     P, n = cache.P, len(ids)
     pos = np.arange(P, P + n)
     h = model.embed[np.asarray(ids)]
-    stats, checks = [], []
+    stats, checks, d2 = [], [], []
     for li in range(model.cfg.layers):
         qp, qq, k, v = model.qkv(li, h, pos)
         K = np.concatenate([cache.k[li], k])
@@ -157,15 +159,21 @@ def teacher_forced(model: Model, cache: PromptCache, ids: Sequence[int],
             st.prefill(P)
             st.append(qp, qq, k, v)
             att = np.empty_like(qq)
+            dl = np.full((n, qq.shape[1]), np.nan, np.float32) if collect_d2 else None
             for j in range(n):
                 s = st.step(P + j)
                 att[j] = s.out[0]
                 ls.add(s, P + j)
+                if collect_d2:
+                    dl[j] = s.d2
+            if collect_d2:
+                d2.append(dl.ravel())
         if check_bound is not None:
             checks.append(check_bound(li, qq, K, V, att, P))
         stats.append(ls)
         h = model.after_attention(li, h, att)
-    return TeacherForced(hidden=h, layers=stats, seconds=time.time() - t0, attn_check=checks)
+    return TeacherForced(hidden=h, layers=stats, seconds=time.time() - t0, attn_check=checks,
+                         d2=d2)
 
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
