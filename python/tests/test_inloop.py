@@ -70,3 +70,27 @@ def test_reduced_in_the_loop_check(m):
     mac = r["mac_tau_0.45"]
     assert mac["hit_rate"] > 0.3 and mac["keys_read"] < 0.8
     assert mac["kl_mean"] > 100 * fv["kl_mean"]
+
+
+def test_policies_in_python_and_run_dumps(tmp_path):
+    # The policy fields reach the stepper (depth never above K, refresh names its misses)
+    # and a run dump records them (written only when set, read back equal).
+    trace = macattn.read_trace(os.path.join(os.path.dirname(__file__), "..", "..", "data",
+                                            "golden", "synth_small.h5"))
+    layer, scale = trace.layers[0], trace.meta.softmax_scale
+    p = macattn.MacParams(tau=0.3, ring=128, tail=32, gen_min=0, depth_cap=1, refresh=5)
+    st = macattn.Stepper(layer, scale, p)
+    st.prefill(256)
+    for m in range(256, 320):
+        s = st.step(m)
+        assert (s.depth <= 1).all()
+        assert not (s.hit & (s.policy != 0)).any()
+        due = (m + np.arange(layer.num_q_heads) * 5 // layer.num_q_heads) % 5 == 0
+        assert not (s.hit & due).any()
+    with pytest.raises(macattn.InputError, match="depth_cap K = -3"):
+        macattn.Stepper(layer, scale, macattn.MacParams(depth_cap=-3))
+    cfg = macattn.StepperConfig(params=p, prefill=256)
+    dump = macattn.simulate(layer, scale, cfg, steps=8)
+    macattn.write_run_dump(str(tmp_path / "run.h5"), dump)
+    back = macattn.read_run_dump(str(tmp_path / "run.h5")).config.params
+    assert (back.depth_cap, back.refresh) == (1, 5)

@@ -32,6 +32,10 @@ def main(argv=None) -> int:
     st.add_argument("--greedy-new", type=int, default=1024, help="greedy tokens generated")
     st.add_argument("--quick", action="store_true",
                     help="one point per policy and one greedy prompt (a smoke run)")
+    co = sub.add_parser("collect", help="study.json and CSVs from DIR/jobs (a partial study)")
+    co.add_argument("dir")
+    tb = sub.add_parser("tables", help="docs/in-the-loop.md's tables from DIR/study.json")
+    tb.add_argument("dir")
     bd = sub.add_parser("bound", help="how informative the per-step bound is (honest_bound.py)")
     bd.add_argument("--out", required=True, help="output directory (honest_bound.csv)")
     bd.add_argument("--trace", default="data/real/smollm2_4layers_512.h5")
@@ -43,6 +47,16 @@ def main(argv=None) -> int:
     bd.add_argument("--tail", type=int, default=32)
     bd.add_argument("--prompt", type=int, default=256)
     a = ap.parse_args(argv)
+    if a.cmd == "collect":
+        from . import study
+        study.collect(a.dir)
+        return 0
+    if a.cmd == "tables":
+        import json
+        from . import study
+        with open(os.path.join(a.dir, "study.json")) as fh:
+            print(study.markdown(json.load(fh)))
+        return 0
     if a.cmd == "bound":
         from . import honest_bound
         try:

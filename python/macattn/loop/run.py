@@ -47,8 +47,8 @@ class Policy:
                                  depth_cap=self.depth_cap, refresh=self.refresh)
 
     def describe(self) -> str:
-        t = ("per-layer " + ",".join(f"{x:g}" for x in self.layer_tau)) if self.layer_tau \
-            else f"{self.tau:g}"
+        t = (f"per layer {min(self.layer_tau):.2f}…{max(self.layer_tau):.2f}"
+             if self.layer_tau else f"{self.tau:g}")
         s = f"tau {t}, M {self.ring}, r {self.tail}, F {self.sinks}"
         if self.depth_cap >= 0:
             s += f", depth cap {self.depth_cap}"

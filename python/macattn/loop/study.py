@@ -30,10 +30,6 @@ from . import run, text
 
 # The study's defaults: the spec's M and r, reuse from the first decode position.
 RING, TAIL = 512, 256
-TAUS = [0.45, 0.6, 0.75]
-CAPS = [1, 2, 4]
-REFRESHES = [4, 16]
-HIT_TARGETS = [0.5, 0.8]  # per-layer τ: each layer's would-be hit fraction
 GREEDY_NEW = 1024
 GREEDY_PROMPT = 1024
 
@@ -123,12 +119,59 @@ def versions() -> dict:
     return v
 
 
+def _job_file(out: str, kind: str, spec: dict) -> str:
+    name = spec["name"] if kind == "tf" else \
+        f"greedy {spec['prompt_file']} {spec['policy']['name'] if spec['policy'] else 'exact'}"
+    return os.path.join(out, "jobs", name.replace(" ", "_") + ".json")
+
+
+def _run_saved(job):
+    """Runs one job unless its result file exists; writes it atomically when done, so an
+    interrupted study resumes where it stopped and a partial one can be tabulated."""
+    kind, spec, path = job
+    if os.path.exists(path):
+        with open(path) as fh:
+            return json.load(fh)
+    c0 = time.process_time()
+    res = _tf_job(spec) if kind == "tf" else _greedy_job(spec)
+    res["cpu_seconds"] = time.process_time() - c0
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(res, fh)
+    os.replace(tmp, path)
+    return res
+
+
+def plan(quick: bool, greedy_prompt: int, greedy_new: int) -> tuple:
+    """The jobs of the study, in the order they are run (the first two first: the per-layer τ
+    tables need the K = 0 run's distances; then by how much each adds to the figures)."""
+    base = dict(ring=RING, tail=TAIL)
+    phase1 = [dict(name="cap0", depth_cap=0, **base), dict(name="tau 0.45", tau=0.45, **base)]
+    g = [dict(prompt_file=f, prompt_len=greedy_prompt, new=greedy_new, policy=p)
+         for f in (text.PROMPT_FILES[:1] if quick else text.PROMPT_FILES)
+         for p in (None, dict(name="tau 0.45", tau=0.45, **base))]
+    if quick:
+        phase2 = [("tf", dict(name="cap 2", tau=0.45, depth_cap=2, **base)),
+                  ("tf", dict(name="refresh 16", tau=0.45, refresh=16, **base)),
+                  ("layer-tau", 0.5)] + [("greedy", x) for x in g]
+        return phase1, phase2
+    phase2 = [("greedy", g[0]), ("greedy", g[1]),
+              ("tf", dict(name="cap 2", tau=0.45, depth_cap=2, **base)),
+              ("tf", dict(name="refresh 16", tau=0.45, refresh=16, **base)),
+              ("layer-tau", 0.5),
+              ("tf", dict(name="tau 0.6", tau=0.6, **base)),
+              ("tf", dict(name="cap 1", tau=0.45, depth_cap=1, **base)),
+              ("tf", dict(name="refresh 4", tau=0.45, refresh=4, **base)),
+              ("layer-tau", 0.8)] + [("greedy", x) for x in g[2:]]
+    return phase1, phase2
+
+
 def main(out: str, jobs: int = 2, prompt: int = 2048, decode: int = 4096,
          greedy_new: int = GREEDY_NEW, greedy_prompt: int = GREEDY_PROMPT,
          quick: bool = False) -> dict:
     global _M, _CACHE, _IDS, _EXACT
-    t_start = time.time()
-    os.makedirs(out, exist_ok=True)
+    t_start, c_start = time.time(), time.process_time()
+    os.makedirs(os.path.join(out, "jobs"), exist_ok=True)
     _M = model_mod.load()
     ids = text.tokens(_M, text.HELDOUT_FILES, prompt + decode + 1)
     _IDS = dict(decode=ids[prompt:prompt + decode], targets=ids[prompt + 1:prompt + decode + 1])
@@ -138,47 +181,47 @@ def main(out: str, jobs: int = 2, prompt: int = 2048, decode: int = 4096,
     _EXACT = run.teacher_forced(_M, _CACHE, _IDS["decode"], None)
     log(f"prompt pass {t_prompt:.0f} s, exact decode pass {_EXACT.seconds:.0f} s")
 
-    base = dict(ring=RING, tail=TAIL)
-    # Phase 1: every step missing (depth cap 0; it also measures each layer's distances to
-    # the nearest exact entry, which the per-layer τ tables are set from) and the τ sweep.
-    taus = TAUS[:2] if quick else TAUS
-    phase1 = [dict(name="cap0", depth_cap=0, **base)] + \
-             [dict(name=f"tau {t:g}", tau=t, **base) for t in taus]
-    res1 = _pool_map(_tf_job, phase1, jobs)
-    d2 = [np.asarray(x) for x in res1[0].pop("d2")]
-    caps = CAPS[:1] if quick else CAPS
-    refreshes = REFRESHES[:1] if quick else REFRESHES
-    targets = HIT_TARGETS[:1] if quick else HIT_TARGETS
-    tables = {h: layer_taus(d2, _M.cfg.head_dim, h) for h in targets}
-    phase2 = [dict(name=f"cap {k}", tau=0.45, depth_cap=k, **base) for k in caps] + \
-             [dict(name=f"refresh {n}", tau=0.45, refresh=n, **base) for n in refreshes] + \
-             [dict(name=f"layer-tau {h:g}", layer_tau=tables[h], **base) for h in targets]
-    greedy_pols = [None, dict(name="tau 0.45", tau=0.45, **base),
-                   dict(name="cap 2", tau=0.45, depth_cap=2, **base)]
-    prompts = text.PROMPT_FILES[:1] if quick else text.PROMPT_FILES
-    gspecs = [dict(prompt_file=f, prompt_len=greedy_prompt, new=greedy_new, policy=p)
-              for f in prompts for p in greedy_pols]
-    res2 = _pool_map(_job_any, [("tf", s) for s in phase2] + [("greedy", s) for s in gspecs],
-                     jobs)
-    tf = res1 + [r for r in res2 if "kl_mean" in r]
-    gr = [r for r in res2 if "tokens" in r]
-    greedy_cmp = compare_greedy(gr)
+    phase1, phase2 = plan(quick, greedy_prompt, greedy_new)
+    res1 = _pool_map(_run_saved, [("tf", sp, _job_file(out, "tf", sp)) for sp in phase1], jobs)
+    d2 = [np.asarray(x) for x in res1[0]["d2"]]
+    tables = {}
+    jobs2 = []
+    for kind, sp in phase2:
+        if kind == "layer-tau":
+            tables[sp] = layer_taus(d2, _M.cfg.head_dim, sp)
+            kind, sp = "tf", dict(name=f"layer-tau {sp:g}", layer_tau=tables[sp], ring=RING,
+                                  tail=TAIL)
+        jobs2.append((kind, sp, _job_file(out, kind, sp)))
+    res2 = _pool_map(_run_saved, jobs2, jobs)
+    return assemble(out, res1 + res2, dict(
+        command=" ".join(["python", "-m", "macattn.loop"] + sys.argv[1:]),
+        prompt=prompt, decode=decode, greedy_prompt=greedy_prompt, greedy_new=greedy_new,
+        jobs=jobs, exact_seconds=_EXACT.seconds, prompt_seconds=t_prompt,
+        wall_seconds=time.time() - t_start, parent_cpu_seconds=time.process_time() - c_start,
+        layer_tau_tables={f"{h:g}": t for h, t in tables.items()}))
+
+
+def assemble(out: str, results: List[dict], run_meta: dict) -> dict:
+    """study.json and the CSVs from the job results (all of a study, or those done so far)."""
+    tf = [r for r in results if "kl_mean" in r]
+    for r in tf:
+        r.pop("d2", None)
+    gr = [r for r in results if "tokens" in r]
     _, sums = text.read(text.HELDOUT_FILES)
-    meta = dict(command=" ".join([os.path.basename(sys.executable), "-m", "macattn.loop"] +
-                                 sys.argv[1:]),
-                versions=versions(), gguf=_M.path, gguf_sha256=_M.sha256,
-                text_files=text.HELDOUT_FILES, text_sha256=dict(sums),
-                prompt_files=prompts, prompt_sha256=dict(text.read(prompts)[1]),
-                prompt=prompt, decode=decode, greedy_prompt=greedy_prompt, greedy_new=greedy_new,
-                ring=RING, tail=TAIL, sinks=0, gen_min=prompt, jobs=jobs,
+    prompts = sorted({r["prompt_file"] for r in gr})
+    meta = dict(run_meta, versions=versions(), gguf=_M.path, gguf_sha256=_M.sha256,
+                text_files=text.HELDOUT_FILES, text_sha256=dict(sums), prompt_files=prompts,
+                prompt_sha256=dict(text.read(prompts)[1]) if prompts else {},
+                ring=RING, tail=TAIL, sinks=0, gen_min=run_meta["prompt"],
                 seeds="none: nothing in the study is random",
-                exact=dict(ppl=res1[0]["ppl_exact"], seconds=_EXACT.seconds),
-                prompt_seconds=t_prompt, layer_tau_tables={f"{h:g}": t for h, t in tables.items()},
-                wall_seconds=time.time() - t_start, cpus=os.cpu_count(),
-                load_average=os.getloadavg())
-    result = dict(meta=meta, teacher_forced=tf, greedy=greedy_cmp)
+                exact=dict(ppl=tf[0]["ppl_exact"] if tf else None),
+                job_cpu_seconds=sum(r.get("cpu_seconds", 0.0) for r in results),
+                cpus=os.cpu_count(), load_average=os.getloadavg())
+    meta["cpu_seconds"] = meta["job_cpu_seconds"] + run_meta.get("parent_cpu_seconds", 0.0)
+    result = dict(meta=meta, teacher_forced=tf, greedy=compare_greedy(gr) if gr else [])
     write_outputs(out, result)
-    log(f"done in {meta['wall_seconds']:.0f} s → {out}")
+    log(f"{len(results)} jobs, {meta['cpu_seconds']:.0f} s CPU, "
+        f"{run_meta.get('wall_seconds', 0):.0f} s wall → {out}")
     return result
 
 
@@ -193,7 +236,9 @@ def compare_greedy(runs: List[dict]) -> List[dict]:
     exact = {r["prompt_file"]: r for r in runs if r["policy"] == "exact"}
     out = []
     for r in runs:
-        e = exact[r["prompt_file"]]
+        e = exact.get(r["prompt_file"])
+        if e is None:  # a partial study: that prompt's exact run is not done yet
+            continue
         a, b = np.asarray(e["tokens"]), np.asarray(r["tokens"])
         diff = np.nonzero(a != b)[0]
         first = int(diff[0]) if diff.size else len(a)
@@ -263,3 +308,62 @@ def write_outputs(out: str, result: dict):
 
 def log(*a):
     print("[in-the-loop]", *a, file=sys.stderr, flush=True)
+
+
+def markdown(result: dict, layer_policies=("tau 0.45", "cap 2", "layer-tau 0.5")) -> str:
+    """The tables of docs/in-the-loop.md from a study.json."""
+    meta, tf, gr = result["meta"], result["teacher_forced"], result["greedy"]
+    out = ["| policy | keys read | hit rate | mean KL [nats] | median KL | p99 KL | "
+           "perplexity (exact → MAC) | increase | argmax agrees |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(tf, key=lambda r: (r["policy"].split(" ")[0], r["keys_read"])):
+        out.append(f"| {r['policy']} | {r['keys_read']:.3f} | {r['hit_rate']:.3f} | "
+                   f"{r['kl_mean']:.2e} | {r['kl_median']:.2e} | {r['kl_p99']:.2e} | "
+                   f"{r['ppl_exact']:.3f} → {r['ppl_mac']:.3f} | "
+                   f"{100 * (r['ppl_mac'] / r['ppl_exact'] - 1):+.2f}% | "
+                   f"{100 * r['argmax_agree']:.1f}% |")
+    out += ["", "KL by quarter of the decode positions (drift along the sequence):", "",
+            "| policy | 1st | 2nd | 3rd | 4th |", "|---|---|---|---|---|"]
+    for r in tf:
+        q = r["kl_by_quarter"]
+        out.append(f"| {r['policy']} | " + " | ".join(f"{x:.2e}" for x in q) + " |")
+    rs = [r for pol in layer_policies for r in tf if r["policy"] == pol]
+    if rs:
+        out += ["", "Per layer: hit rate, fraction of keys read, chain depth of the hits "
+                "(median / p90 / max), for " + "; ".join(
+                    f"{r['policy']} ({run.Policy(**r['spec']).describe()})" for r in rs) + ":", "",
+                "| layer | " + " | ".join(f"{r['policy']}: hits, keys, depth" for r in rs) + " |",
+                "|---|" + "---|" * len(rs)]
+        for li in range(len(rs[0]["layers"])):
+            cells = []
+            for r in rs:
+                ls = r["layers"][li]
+                cells.append(f"{ls['hit_rate']:.2f}, {ls['keys_read']:.2f}, "
+                             f"{ls['depth_median']}/{ls['depth_p90']}/{ls['depth_max']}")
+            out.append(f"| {li} | " + " | ".join(cells) + " |")
+    out += ["", "| prompt | policy | generated | first divergent token | tokens agreeing | "
+            "hit rate | keys read |", "|---|---|---|---|---|---|---|"]
+    for g in gr:
+        if g["policy"] == "exact":
+            continue
+        out.append(f"| {g['prompt_file']} | {g['policy']} | {g['generated']} | "
+                   f"{g['first_divergence']} | {100 * g['agree_fraction']:.1f}% | "
+                   f"{g['hit_rate']:.3f} | {g['keys_read']:.3f} |")
+    return "\n".join(out)
+
+
+def collect(out: str, prompt: int = 2048, decode: int = 4096, greedy_prompt: int = GREEDY_PROMPT,
+            greedy_new: int = GREEDY_NEW) -> dict:
+    """study.json and the CSVs from the job files under out/jobs (a study still running, or
+    one that was stopped): the tables and figures of whatever is done."""
+    global _M
+    import glob
+    _M = model_mod.load()
+    results = []
+    for path in sorted(glob.glob(os.path.join(out, "jobs", "*.json"))):
+        with open(path) as fh:
+            results.append(json.load(fh))
+    results.sort(key=lambda r: (0 if r.get("policy") == "cap0" else 1))
+    return assemble(out, results, dict(command="python -m macattn.loop collect " + out,
+                                       prompt=prompt, decode=decode, greedy_prompt=greedy_prompt,
+                                       greedy_new=greedy_new))
