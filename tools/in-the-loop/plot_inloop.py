@@ -21,7 +21,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 FAMILIES = [("tau", "τ sweep (M 512, r 256)", "C0", "o"),
             ("cap", "depth cap K (τ 0.45)", "C1", "s"),
             ("refresh", "refresh N (τ 0.45)", "C2", "^"),
-            ("layer-tau", "per-layer τ table", "C3", "D")]
+            ("layer-tau", "per-layer τ table", "C3", "D"),
+            ("sinks", "sinks F (τ 0.45)", "C4", "v")]
+# The policy without cap, refresh and sinks is the end point K = ∞, N = ∞, F = 0 of those
+# curves: drawn on them, labelled so.
+ANCHORS = {"cap": ("tau 0.45", "K ∞"), "refresh": ("tau 0.45", "N ∞"),
+           "sinks": ("tau 0.45", "F 0")}
 LAYER_POLICIES = ["tau 0.45", "cap 2", "layer-tau 0.5"]
 
 
@@ -38,15 +43,19 @@ def pareto(rows, out):
     cfg = rows[0]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     for fam, name, colour, marker in FAMILIES:
-        pts = sorted((float(r["keys_read"]), r) for r in rows if r["family"] == fam)
+        pts = [(float(r["keys_read"]), label_of(r), r) for r in rows if r["family"] == fam]
         if not pts:
             continue
-        x = [p for p, _ in pts]
+        if fam in ANCHORS:
+            pts += [(float(r["keys_read"]), ANCHORS[fam][1], r) for r in rows
+                    if r["policy"] == ANCHORS[fam][0]]
+        pts.sort(key=lambda p: p[0])
+        x = [p for p, _, _ in pts]
         for ax, key, scale in ((axes[0], "kl_mean", 1.0), (axes[1], "ppl_increase", 100.0)):
-            y = [float(r[key]) * scale for _, r in pts]
+            y = [float(r[key]) * scale for _, _, r in pts]
             ax.plot(x, y, marker=marker, color=colour, label=name)
-            for xi, yi, (_, r) in zip(x, y, pts):
-                ax.annotate(label_of(r), (xi, yi), textcoords="offset points", xytext=(4, 4),
+            for xi, yi, (_, lab, _) in zip(x, y, pts):
+                ax.annotate(lab, (xi, yi), textcoords="offset points", xytext=(4, 4),
                             fontsize=8, color=colour)
     floor = [float(r["kl_mean"]) for r in rows if r["family"] == "cap0"]
     for ax, ylabel in ((axes[0], "mean KL(exact ‖ MAC) per token [nats]"),
@@ -61,10 +70,13 @@ def pareto(rows, out):
                          (0.02, floor[0]), xycoords=("axes fraction", "data"),
                          textcoords="offset points", xytext=(0, 4), fontsize=8, color="grey")
     axes[1].axhline(0, color="grey", lw=0.8)
-    axes[0].legend(loc="upper right", fontsize=8)
+    axes[1].legend(loc="upper right", fontsize=8)  # the right panel has room there
+    def values(key):
+        return "/".join(sorted({r[key] for r in rows}, key=float))
+
     fig.suptitle(f"SmolLM2-135M, MAC in all 30 layers, teacher-forced: prompt {cfg['prompt']}, "
-                 f"{cfg['decode']} decode positions, M {cfg['M']}, r {cfg['r']}, F {cfg['F']}, "
-                 f"reuse from position {cfg['gen_min']}", fontsize=10)
+                 f"{cfg['decode']} decode positions, M {values('M')}, r {values('r')}, "
+                 f"F {values('F')}, reuse from position {cfg['gen_min']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     print("wrote", out)

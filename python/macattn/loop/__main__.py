@@ -55,7 +55,10 @@ def main(argv=None) -> int:
         import json
         from . import study
         with open(os.path.join(a.dir, "study.json")) as fh:
-            print(study.markdown(json.load(fh)))
+            result = json.load(fh)
+        print(study.markdown(result))
+        print()
+        print(study.provenance(result))
         return 0
     if a.cmd == "bound":
         from . import honest_bound

@@ -162,7 +162,8 @@ def plan(quick: bool, greedy_prompt: int, greedy_new: int) -> tuple:
               ("tf", dict(name="tau 0.6", tau=0.6, **base)),
               ("tf", dict(name="cap 1", tau=0.45, depth_cap=1, **base)),
               ("tf", dict(name="refresh 4", tau=0.45, refresh=4, **base)),
-              ("layer-tau", 0.8)] + [("greedy", x) for x in g[2:]]
+              ("layer-tau", 0.8)] + [("greedy", x) for x in g[2:]] + [
+              ("tf", dict(name="sinks 4", tau=0.45, sinks=4, ring=RING, tail=TAIL))]
     return phase1, phase2
 
 
@@ -263,33 +264,42 @@ def write_outputs(out: str, result: dict):
 
     atomic(os.path.join(out, "study.json"), lambda fh: json.dump(result, fh, indent=1))
     meta = result["meta"]
-    cfg = dict(prompt=meta["prompt"], decode=meta["decode"], M=meta["ring"], r=meta["tail"],
-               F=meta["sinks"], gen_min=meta["gen_min"])
+
+    def cfg(r, layer=None):
+        """Each row's configuration (τ of the layer where a table sets one per layer)."""
+        sp = r["spec"]
+        lt = sp.get("layer_tau")
+        tau = (f"{lt[layer]:.4f}" if layer is not None else "per-layer") if lt else sp["tau"]
+        return dict(tau=tau, M=sp["ring"], r=sp["tail"], F=sp["sinks"], K=sp["depth_cap"],
+                    N=sp["refresh"], prompt=meta["prompt"], decode=meta["decode"],
+                    gen_min=meta["gen_min"])
+
+    cfg_cols = list(cfg(dict(spec=run.Policy("x").__dict__)))
 
     def pareto(fh):
         w = csv.writer(fh)
         w.writerow(["family", "policy", "describe", "keys_read", "hit_rate", "kl_mean",
                     "kl_median", "kl_p99", "ppl_exact", "ppl_mac", "ppl_increase",
-                    "argmax_agree"] + list(cfg))
+                    "argmax_agree"] + cfg_cols)
         for r in result["teacher_forced"]:
             fam = r["policy"].split(" ")[0]
             w.writerow([fam, r["policy"], r["describe"], f"{r['keys_read']:.6f}",
                         f"{r['hit_rate']:.6f}", f"{r['kl_mean']:.6g}", f"{r['kl_median']:.6g}",
                         f"{r['kl_p99']:.6g}", f"{r['ppl_exact']:.6f}", f"{r['ppl_mac']:.6f}",
                         f"{r['ppl_mac'] / r['ppl_exact'] - 1:.6g}", f"{r['argmax_agree']:.6f}"]
-                       + list(cfg.values()))
+                       + list(cfg(r).values()))
 
     def layers(fh):
         w = csv.writer(fh)
         w.writerow(["policy", "layer", "hit_rate", "forced", "keys_read", "depth_median",
-                    "depth_p90", "depth_max", "depth_hist"] + list(cfg))
+                    "depth_p90", "depth_max", "depth_hist"] + cfg_cols)
         for r in result["teacher_forced"]:
             for li, ls in enumerate(r["layers"]):
                 w.writerow([r["policy"], li, f"{ls['hit_rate']:.6f}", f"{ls['forced']:.6f}",
                             f"{ls['keys_read']:.6f}", ls["depth_median"], ls["depth_p90"],
                             ls["depth_max"],
                             " ".join(f"{k}:{v}" for k, v in ls["depth_hist"].items())]
-                           + list(cfg.values()))
+                           + list(cfg(r, li).values()))
 
     def greedy(fh):
         w = csv.writer(fh)
@@ -349,6 +359,28 @@ def markdown(result: dict, layer_policies=("tau 0.45", "cap 2", "layer-tau 0.5")
         out.append(f"| {g['prompt_file']} | {g['policy']} | {g['generated']} | "
                    f"{g['first_divergence']} | {100 * g['agree_fraction']:.1f}% | "
                    f"{g['hit_rate']:.3f} | {g['keys_read']:.3f} |")
+    return "\n".join(out)
+
+
+def provenance(result: dict) -> str:
+    """docs/in-the-loop.md's record of a study.json: the files' sha256, the versions, the
+    command and what the study cost."""
+    meta, tf, gr = result["meta"], result["teacher_forced"], result["greedy"]
+    sums = dict(meta["text_sha256"], **meta["prompt_sha256"])
+    out = ["sha256 of the texts (`/usr/share/common-licenses`) and of the GGUF file:", ""]
+    out += [f"    {v}  {k}" for k, v in sums.items()]
+    out += [f"    {meta['gguf_sha256']}  {os.path.basename(meta['gguf'])}", "",
+            "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".", "",
+            f"Command: `{meta['command']}` ({meta.get('jobs', '?')} worker processes, "
+            f"{meta['cpus']} CPUs); {len(tf)} teacher-forced passes and {len(gr)} greedy runs "
+            f"(exact runs included); CPU time {meta.get('cpu_seconds', float('nan')):.0f} s "
+            "in all, wall time "
+            + (f"{meta['wall_seconds']:.0f} s" if "wall_seconds" in meta else
+               "not recorded (collected from the job files)") + ", load average at the end "
+            + " / ".join(f"{x:.1f}" for x in meta["load_average"]) + "."]
+    per = sorted((r.get("cpu_seconds", 0.0), r["policy"]) for r in tf if "cpu_seconds" in r)
+    if per:
+        out.append(f"One teacher-forced MAC pass: {per[0][0]:.0f}–{per[-1][0]:.0f} CPU-s.")
     return "\n".join(out)
 
 
