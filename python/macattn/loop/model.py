@@ -44,7 +44,7 @@ def find_gguf(explicit: Optional[str] = None) -> str:
         dist = md.distribution(WHEEL)
     except md.PackageNotFoundError:
         raise ModelUnavailable(f"{WHEEL}=={WHEEL_VERSION} is not installed "
-                               "(python/requirements-inloop.txt, scripts/inloop-env.sh)")
+                               "(python/requirements-inloop.txt, installed by scripts/python-env.sh)")
     for f in dist.files or []:
         if str(f).endswith(GGUF_NAME):
             p = str(dist.locate_file(f))
