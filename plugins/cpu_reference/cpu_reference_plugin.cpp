@@ -160,6 +160,7 @@ int32_t macv_query(macv_caps* c, char*, size_t) {
   c->writes_ring = 1;
   c->prefills = MACV_PRODUCTION ? 1 : 0;
   c->tight_tolerances = MACV_PRODUCTION ? 0 : 1;
+  c->policies = MACV_POLICY_DEPTH_CAP | MACV_POLICY_REFRESH;  // semantics §3.3
   return 0;
 }
 
@@ -214,11 +215,18 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
       }
       AttnState<float> prefix = AttnState<float>::empty(D);
       bool hit = false;
+      int32_t depth = 0;  // of entry(m)
       if (best >= 0 && bd < p.threshold) {
         const float L = static_cast<float>(lse_in(*at<float>(in->ring_lse, b, h2, best % M)));
         const bool usable =
             L > -std::numeric_limits<float>::infinity() && !(F > 0 && mac::prefix_end(best, r) < F);
-        if (usable) {
+        // Policies (semantics §3.3): a due refresh or a capped chain makes it a plain miss.
+        const int32_t best_depth =
+            in->ring_depth.data ? *at<int32_t>(in->ring_depth, b, h2, best % M) : 0;
+        const bool forced = mac::refresh_due<int64_t>(m, h2, Hq, p.refresh) ||
+                            mac::depth_capped<int64_t>(best_depth, p.depth_cap);
+        if (usable && !forced) {
+          depth = best_depth + 1;
           hit = true;
           prefix.lse = L;
           for (int64_t d = 0; d < D; ++d) prefix.o[d] = load(in->ring_o, b, h2, best % M, d);
@@ -241,6 +249,7 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
           store(in->ring_o, entry.is_empty() ? 0.f : entry.o[d], b, h2, j, d);
         *at<float>(in->ring_lse, b, h2, j) = lse_out(entry.lse);
         *at<int64_t>(in->ring_pos, b, h2, j) = m;
+        if (in->ring_depth.data) *at<int32_t>(in->ring_depth, b, h2, j) = depth;
       }
       *at<uint8_t>(out->hit, b, h2) = hit ? 1 : 0;
       *at<int64_t>(out->match_pos, b, h2) = hit ? best : -1;
@@ -305,6 +314,7 @@ int32_t macv_prefill(macv_handle* h, const macv_prefill_inputs* in, void*, char*
           store(in->ring_o, st.is_empty() ? 0.f : st.o[d], b, h2, pos % M, d);
         *at<float>(in->ring_lse, b, h2, pos % M) = lse_out(st.lse);
         *at<int64_t>(in->ring_pos, b, h2, pos % M) = pos;
+        if (in->ring_depth.data) *at<int32_t>(in->ring_depth, b, h2, pos % M) = 0;
       }
   }
   return 0;

@@ -74,10 +74,16 @@ void bind_io(nb::module_& m) {
       .def_rw("tail", &MacParams::tail, "r, always-exact tail and rectification width")
       .def_rw("sinks", &MacParams::sinks, "F, front sink tokens recomputed every step")
       .def_rw("gen_min", &MacParams::gen_min, "minimum position m for a head to be eligible")
+      .def_rw("depth_cap", &MacParams::depth_cap,
+              "K: a hit on an entry of chain depth >= K misses (semantics §3.3); -1: no cap")
+      .def_rw("refresh", &MacParams::refresh,
+              "N: head h misses at m with (m + h*N//Hq) % N == 0 (semantics §3.3); 0: off")
       .def("validate", &MacParams::validate, "Raises InputError naming the first bad value.")
       .def("__repr__", [](const MacParams& p) {
-        return nb::str("MacParams(tau={!r}, ring={}, tail={}, sinks={}, gen_min={})")
-            .format(p.tau, p.ring, p.tail, p.sinks, p.gen_min);
+        return nb::str(
+                   "MacParams(tau={!r}, ring={}, tail={}, sinks={}, gen_min={}, depth_cap={}, "
+                   "refresh={})")
+            .format(p.tau, p.ring, p.tail, p.sinks, p.gen_min, p.depth_cap, p.refresh);
       });
 
   nb::class_<StepperConfig>(m, "StepperConfig",

@@ -226,6 +226,9 @@ void bind_stepper(nb::module_& m) {
       .def_prop_ro(
           "hit",
           [](const Step& s) { return s.per_head<bool>([](const auto& h) { return h.hit; }); })
+      .MACATTN_PER_HEAD(policy, int8_t, h.policy,
+                        "why a would-be hit missed (semantics §3.3): 0 no policy, 1 refresh due, "
+                        "2 depth cap")
       .MACATTN_PER_HEAD(has_candidate, bool, h.match.has_candidate, "")
       .def_prop_ro(
           "best_pos",

@@ -40,6 +40,8 @@ void MacParams::validate() const {
   require(tail >= 0, "tail r = ", tail, " must be >= 0");
   require(sinks >= 0, "sinks F = ", sinks, " must be >= 0");
   require(gen_min >= 0, "gen_min = ", gen_min, " must be >= 0");
+  require(depth_cap >= -1, "depth_cap K = ", depth_cap, " must be >= -1 (-1: no cap)");
+  require(refresh >= 0, "refresh N = ", refresh, " must be >= 0 (0: off)");
 }
 
 }  // namespace mac

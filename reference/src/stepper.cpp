@@ -134,7 +134,13 @@ void DecodeStepper<T>::decide(int64_t h, int64_t m, bool ready, HeadStep<T>& s) 
     if (s.match.below_threshold) {
       const RingEntry<T>* e = ring_.find(h, s.match.best_pos);
       const bool usable = !e->state.is_empty() && !(F > 0 && prefix_end(e->pos, r) < F);
-      if (usable) entry = e;
+      // Policies (§3.3) turn the would-be hit into a plain miss; refresh is checked first.
+      if (usable && refresh_due(m, h, layer_.num_q_heads, params_.refresh))
+        s.policy = PolicyMiss::kRefresh;
+      else if (usable && depth_capped(e->depth, params_.depth_cap))
+        s.policy = PolicyMiss::kDepthCap;
+      else if (usable)
+        entry = e;
     }
   }
   s.hit = entry != nullptr;

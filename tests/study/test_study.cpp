@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -344,6 +345,26 @@ BOOST_AUTO_TEST_CASE(rerun_computes_only_missing_runs) {
   BOOST_TEST(fs::exists(fs::path(cfg.out_dir) / "study.h5"));
   const auto rr = read_run((runs / (lost + ".h5")).string());
   BOOST_TEST(rr.spec.hash() == lost);
+
+  // Policies: new runs whose files carry K and N back; a bad value stops the sweep before any
+  // run is written.
+  cfg.taus = {0.6};
+  cfg.variants = {"split"};
+  cfg.depth_cap = 1;
+  cfg.refresh = 8;
+  const auto pol = run_sweep(cfg);
+  BOOST_TEST(pol.computed.size() == 1u);
+  const auto rp = read_run((runs / (pol.computed[0] + ".h5")).string());
+  BOOST_TEST(rp.spec.params.depth_cap == 1);
+  BOOST_TEST(rp.spec.params.refresh == 8);
+  BOOST_TEST(rp.spec.hash() == pol.computed[0]);
+  const auto files = std::distance(fs::directory_iterator(runs), fs::directory_iterator());
+  cfg.depth_cap = -2;
+  BOOST_CHECK_THROW(run_sweep(cfg), std::exception);
+  cfg.depth_cap = 1;
+  cfg.refresh = -1;
+  BOOST_CHECK_THROW(run_sweep(cfg), std::exception);
+  BOOST_TEST(std::distance(fs::directory_iterator(runs), fs::directory_iterator()) == files);
 }
 
 BOOST_AUTO_TEST_CASE(hash_covers_the_configuration_and_the_data) {
@@ -364,6 +385,51 @@ BOOST_AUTO_TEST_CASE(hash_covers_the_configuration_and_the_data) {
   b = a;
   b.trace = "elsewhere.h5";  // same data under another name: the same run
   BOOST_TEST(a.hash() == b.hash());
+  // Policies (semantics §3.3) are part of the identity only when set.
+  BOOST_TEST(a.key().find("depth_cap") == std::string::npos);
+  b = a;
+  b.params.depth_cap = 0;
+  BOOST_TEST(a.hash() != b.hash());
+  b = a;
+  b.params.refresh = 4;
+  BOOST_TEST(a.hash() != b.hash());
+}
+
+BOOST_AUTO_TEST_CASE(policies_reach_the_runs) {
+  // Walking queries: every step would hit the step before. K = 0 leaves no hit and every
+  // output exact; K = 2 keeps chains at depth ≤ 2; N = 4 refreshes each head once per 4.
+  const int64_t T = 200, P = 48, S = T - P;
+  auto l = test::random_layer(T, 4, 2, 64, 5);
+  for (int64_t t = P; t < T; ++t)
+    for (int64_t h = 0; h < 4; ++h) {
+      std::vector<float> q(l.q_pre_at(t - 1, h), l.q_pre_at(t - 1, h) + 64);
+      q[static_cast<size_t>(t % 64)] += 0.25f;
+      test::set_q_pre(l, t, h, q.data());
+    }
+  const auto exact = ExactCache::compute(l, test::default_scale(64), P, S, false, "t");
+  auto run_with = [&](int64_t K, int64_t N) {
+    MacParams p{0.45, 32, 8, 0, 0};
+    p.depth_cap = K;
+    p.refresh = N;
+    return execute_run(l, test::default_scale(64), spec_for(l, P, S, p), exact);
+  };
+  const auto none = run_with(0, 0);
+  for (size_t k = 0; k < none.hit.size(); ++k) {
+    BOOST_TEST(!none.hit[k]);
+    BOOST_TEST(none.rel_l2[k] < 1e-5);  // FP32 exact attention
+  }
+  const auto capped = run_with(2, 0);
+  int64_t hits = 0;
+  for (size_t k = 0; k < capped.hit.size(); ++k) {
+    BOOST_TEST(capped.depth[k] <= 2);
+    hits += capped.hit[k];
+  }
+  BOOST_TEST(hits > S);
+  const auto refreshed = run_with(-1, 4);
+  int64_t rhits = 0;
+  for (size_t k = 0; k < refreshed.hit.size(); ++k) rhits += refreshed.hit[k];
+  BOOST_TEST(rhits <= 4 * S * 3 / 4 + 4);  // at least one step in four misses per head
+  BOOST_TEST(rhits > S);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

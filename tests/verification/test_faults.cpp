@@ -80,6 +80,12 @@ const std::vector<Expectation>& expectations() {
       {Fault::kNoReadyGate, {516}, "ring entry written for a request that is not ready"},
       {Fault::kNoReadyGate, {524}, "decision"},
       // tie family, older twin unusable (E(p) <= F): argmin first, validity second.
+      // policy family, K = 0: every would-be hit on a (depth-0) entry must miss.
+      {Fault::kCapOffByOne, {853}, "decision"},
+      // policy family, N = 7 with two heads: head 1 refreshes 3 steps after head 0.
+      {Fault::kRefreshAllHeads, {869}, "decision"},
+      // policy family, K = 1 with chains at lag 1: a capped miss must restart the chain.
+      {Fault::kForcedMissChains, {874}, "ring entry depth"},
       {Fault::kSecondBest, {407}, "decision"},
       // grid: the tail must include the current token's own key.
       {Fault::kTailShort, {0}, "output rel L2"},

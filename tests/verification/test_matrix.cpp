@@ -1,4 +1,4 @@
-// The matrix: 853 cases, the embedded copy equals verification/matrix.tsv, the coverage the
+// The matrix: 901 cases, the embedded copy equals verification/matrix.tsv, the coverage the
 // issue asks for is present, lines round-trip, bad lines are refused with the column named;
 // the inputs are deterministic and BF16-exact, and planted hits and edges behave.
 #include <boost/test/unit_test.hpp>
@@ -17,9 +17,9 @@ using namespace mac::verify;
 
 BOOST_AUTO_TEST_SUITE(matrix)
 
-BOOST_AUTO_TEST_CASE(exactly_853_cases_and_the_file_is_the_source) {
+BOOST_AUTO_TEST_CASE(exactly_901_cases_and_the_file_is_the_source) {
   const auto& m = builtin_matrix();
-  BOOST_TEST(m.size() == 853u);
+  BOOST_TEST(m.size() == 901u);
   std::ifstream f(std::string(MAC_SOURCE_DIR) + "/verification/matrix.tsv");
   std::stringstream ss;
   ss << f.rdbuf();
@@ -82,6 +82,45 @@ BOOST_AUTO_TEST_CASE(coverage) {
   int smoke = 0;
   for (const auto& c : builtin_matrix()) smoke += c.smoke;
   BOOST_TEST(smoke >= 40);
+  // Policies (semantics §3.3): caps 0 (every step misses) and above, refresh alone and with a cap.
+  std::set<int64_t> caps;
+  bool refresh = false, both = false;
+  for (const auto& c : builtin_matrix()) {
+    if (c.K >= 0) caps.insert(c.K);
+    refresh = refresh || c.N > 0;
+    both = both || (c.K >= 0 && c.N > 0);
+    if (c.has_policy()) BOOST_TEST(c.family == "policy");
+  }
+  for (int64_t k : {0, 1, 2, 3}) BOOST_TEST(caps.count(k) == 1u);
+  BOOST_TEST(refresh);
+  BOOST_TEST(both);
+}
+
+// The policy family does what it is for: in the expected evaluation, caps turn would-be hits
+// into misses and no chain exceeds K, refreshes fire only on the staggered steps, and hits
+// remain (the cases are not all misses).
+BOOST_AUTO_TEST_CASE(policy_cases_exercise_the_policies) {
+  int64_t capped = 0, refreshed = 0, hits = 0;
+  for (const auto& c : builtin_matrix()) {
+    if (c.family != "policy" || !c.smoke) continue;
+    const auto in = make_inputs(c);
+    Expected ex(in);
+    for (int64_t s = 0; s < c.steps; ++s) {
+      const auto st = ex.step(s);
+      for (const auto& row : st)
+        for (int h = 0; h < c.Hq(); ++h) {
+          const auto& e = row[static_cast<size_t>(h)];
+          if (c.K >= 0) BOOST_TEST(e.depth <= c.K);
+          if (e.policy == 1) BOOST_TEST(refresh_due<int64_t>(e.position, h, c.Hq(), c.N));
+          capped += e.policy == 2;
+          refreshed += e.policy == 1;
+          hits += e.hit;
+        }
+    }
+  }
+  BOOST_TEST(capped > 20);
+  BOOST_TEST(refreshed > 20);
+  BOOST_TEST(hits > 20);
 }
 
 BOOST_AUTO_TEST_CASE(bad_lines_name_the_column) {
@@ -107,6 +146,8 @@ BOOST_AUTO_TEST_CASE(bad_lines_name_the_column) {
   BOOST_TEST(bad("tau", "x").find("tau") != std::string::npos);
   BOOST_TEST(bad("ready", "2").find("ready") != std::string::npos);
   BOOST_TEST(bad("ctx", "131070").find("131072") != std::string::npos);
+  BOOST_TEST(bad("K", "-2").find("depth_cap K = -2") != std::string::npos);
+  BOOST_TEST(bad("N", "-1").find("refresh N = -1") != std::string::npos);
   BOOST_CHECK_THROW(parse_case("1\t2"), InputError);
 }
 

@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--gen-min", cfg.gen_min, "minimum position for reuse")->capture_default_str();
+  app.add_option("--depth-cap", cfg.depth_cap,
+                 "K: a hit on an entry of chain depth >= K misses (semantics §3.3); -1: none")
+      ->capture_default_str();
+  app.add_option("--refresh", cfg.refresh,
+                 "N: head h misses when (m + h*N/Hq) mod N = 0 (semantics §3.3); 0: none")
+      ->capture_default_str();
   app.add_option("--prefill", cfg.prefill, "P: positions < P are prompt (default: tokens/2)");
   app.add_option("--steps", cfg.steps, "decode steps (default: to the end of the layer)")
       ->check(CLI::NonNegativeNumber);

@@ -1,4 +1,4 @@
-// mac-verify: certifies a MAC decode implementation against the 853-case matrix.
+// mac-verify: certifies a MAC decode implementation against the 901-case matrix.
 //
 //   mac-verify --list                         one line per case (header on stderr)
 //   mac-verify [--mode cpu|gpu|model] [--subset smoke|all|FAMILY] [--case ID,...]
@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
   // The plugin loader's worker process (plugin.hpp): not an option a user gives.
   if (argc == 3 && std::string(argv[1]) == "--plugin-worker")
     return plugin_worker_main(std::atoi(argv[2]));
-  CLI::App app{"mac-verify: certify a MAC decode implementation against the 853-case matrix"};
+  CLI::App app{"mac-verify: certify a MAC decode implementation against the 901-case matrix"};
   bool list = false, quiet = false, no_summary = false, production = false;
   std::string mode, subset = "all", case_ids, shard = "0/1", devices, out = "mac-verify-report.h5",
                     fail_dir, replay, fault = "none", matrix_file;

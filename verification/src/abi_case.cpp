@@ -18,6 +18,10 @@ constexpr uint16_t kBf16Nan = 0x7FC0;
 constexpr uint8_t kHitPoison = 0xA5;
 constexpr int64_t kIntPoison = -2;
 constexpr uint64_t kAlign = 256;  // every tensor starts on a 256-byte boundary (device loads)
+// The ring tensors a step may change only in slot m mod M (ring_depth: absent, 0 bytes,
+// unless the implementation keeps chain depths).
+constexpr int kRingTensors = 5;
+constexpr int kRing[kRingTensors] = {kRingQ, kRingO, kRingLse, kRingPos, kRingDepth};
 
 size_t elem_size(int dtype) {
   switch (dtype) {
@@ -105,7 +109,8 @@ const char* tensor_name(int t) {
                                                  "prefill_q",
                                                  "prefill_q_tilde",
                                                  "prefill_first_pos",
-                                                 "prefill_count"};
+                                                 "prefill_count",
+                                                 "ring_depth"};
   return t >= 0 && t < kNumTensors ? names[t] : "?";
 }
 
@@ -181,6 +186,10 @@ std::string not_applicable(const macv_caps& c, const CaseSpec& s) {
     return msg("ring M = ", s.M, " above the declared ring_max ", c.ring_max);
   if (c.max_batch > 0 && s.batch > c.max_batch)
     return msg("batch ", s.batch, " above the declared max_batch ", c.max_batch);
+  if (s.K >= 0 && !(c.policies & MACV_POLICY_DEPTH_CAP))
+    return msg("depth cap K = ", s.K, " but the depth-cap policy is not declared");
+  if (s.N > 0 && !(c.policies & MACV_POLICY_REFRESH))
+    return msg("refresh N = ", s.N, " but the refresh policy is not declared");
   return {};
 }
 
@@ -202,6 +211,7 @@ Choices choose(const macv_caps& c, const CaseSpec& s) {
   ch.full_attention = c.full_attention != 0;
   ch.reports_keys_read = c.reports_keys_read != 0;
   ch.writes_ring = c.writes_ring != 0;
+  ch.ring_depth = (c.policies & MACV_POLICY_DEPTH_CAP) != 0;
   ch.variant = 0;
   if (c.num_variants > 1) {
     ch.variant = s.id % c.num_variants;
@@ -257,6 +267,7 @@ const std::vector<Key>& keys() {
       {"full_attention", Kind::kInt, MACV_OFF(full_attention)},
       {"checks", Kind::kInt, MACV_OFF(checks)},
       {"tight_tolerances", Kind::kInt, MACV_OFF(tight_tolerances)},
+      {"policies", Kind::kInt, MACV_OFF(policies)},
       {"variants", Kind::kVariants, MACV_OFF(variants), MACV_OFF(num_variants), 4}};
 #undef MACV_OFF
   return k;
@@ -433,6 +444,7 @@ void cache_and_ring(In& in, const CaseLayout& lay, void* base, int dev, int id) 
   in.ring_o = tensor(lay, kRingO, base, dev, id);
   in.ring_lse = tensor(lay, kRingLse, base, dev, id);
   in.ring_pos = tensor(lay, kRingPos, base, dev, id);
+  in.ring_depth = tensor(lay, kRingDepth, base, dev, id);
 }
 }  // namespace
 
@@ -534,6 +546,8 @@ AbiCase::AbiCase(const CaseInputs& in, const Choices& ch) : in_(in), ch_(ch) {
   p.threshold = match_threshold(c.D, c.tau);
   p.softmax_scale = in.scale;
   p.max_context = c.max_kv_len();
+  p.depth_cap = c.K;
+  p.refresh = c.N;
 
   // q, q̃, o: [B, Hq, D], padded by 8 elements per head and per row when chosen (16-byte
   // rows stay aligned); lse [B, Hq] with a padded row.
@@ -560,6 +574,7 @@ AbiCase::AbiCase(const CaseInputs& in, const Choices& ch) : in_(in), ch_(ch) {
   add_tensor(kRingO, ch.ring_o_dtype, {B, Hq, M, D}, rv);
   add_tensor(kRingLse, MACV_F32, {B, Hq, M}, rs1);
   add_tensor(kRingPos, MACV_I64, {B, Hq, M}, rs1);
+  if (ch.ring_depth) add_tensor(kRingDepth, MACV_I32, {B, Hq, M}, rs1);
   add_tensor(kOut, ch.out_dtype, {B, Hq, D}, {rs, hs, 1});
   add_tensor(kLse, MACV_F32, {B, Hq}, {lrs, 1});
   add_tensor(kHit, MACV_U8, {B, Hq}, {Hq, 1});
@@ -665,6 +680,7 @@ void AbiCase::host_prefill() {
             const double lse = ch_.lse_base2 ? lse_to_log2(st.lse) : st.lse;
             data<float>(kRingLse)[es] = static_cast<float>(lse);
             data<int64_t>(kRingPos)[es] = p;
+            if (ch_.ring_depth) data<int32_t>(kRingDepth)[es] = 0;
           }
       }
   }
@@ -725,6 +741,9 @@ std::string AbiCase::check_prefill() const {
           continue;
         }
         if (pos != p) return where + msg("holds position ", pos, ", expected ", p);
+        if (ch_.ring_depth && data<int32_t>(kRingDepth)[es] != 0)
+          return where + msg("chain depth ", data<int32_t>(kRingDepth)[es],
+                             " for a prompt entry (must be 0)");
         for (int d = 0; d < D; ++d)
           if (data<uint16_t>(kRingQ)[ev + d] != ref::bf16_bits(rq.layer.q_pre_at(p, h)[d]))
             return where + msg("q̃ of position ", p, " is not a bit copy (dim ", d, ")");
@@ -761,9 +780,8 @@ void AbiCase::before_step(int64_t s) {
   input_hash_.clear();
   for (int t : {kQ, kQTilde, kKCache, kVCache, kPageTable, kPosition, kReady})
     input_hash_.push_back(hash(t));
-  const int ring[4] = {kRingQ, kRingO, kRingLse, kRingPos};
-  for (int k = 0; k < 4; ++k) {
-    const auto& d = layout_.t[ring[k]];
+  for (int k = 0; k < kRingTensors; ++k) {
+    const auto& d = layout_.t[kRing[k]];
     ring_before_[k].assign(arena_ + d.offset, arena_ + d.offset + d.bytes);
   }
 }
@@ -852,6 +870,7 @@ std::string AbiCase::after_step(int64_t s, StepOutput* out) {
             load_float(data<uint8_t>(kRingO), ch_.ring_o_dtype, ev + d);
       const double el = data<float>(kRingLse)[es];
       ho.entry_lse = ch_.lse_base2 ? lse_from_log2(el) : el;
+      if (ch_.ring_depth && rq.ready) ho.entry_depth = data<int32_t>(kRingDepth)[es];
     }
   }
   // Ring: every slot but m mod M of the ready requests (when the implementation writes the
@@ -868,11 +887,12 @@ std::string AbiCase::after_step(int64_t s, StepOutput* out) {
                     D * ro_es);
         std::memcpy(ring_before_[2].data() + es * 4, data<uint8_t>(kRingLse) + es * 4, 4);
         std::memcpy(ring_before_[3].data() + es * 8, data<uint8_t>(kRingPos) + es * 8, 8);
+        if (ch_.ring_depth)
+          std::memcpy(ring_before_[4].data() + es * 4, data<uint8_t>(kRingDepth) + es * 4, 4);
       }
     }
-  const int ring[4] = {kRingQ, kRingO, kRingLse, kRingPos};
-  for (int k = 0; k < 4 && problem.empty(); ++k) {
-    const auto& d = layout_.t[ring[k]];
+  for (int k = 0; k < kRingTensors && problem.empty(); ++k) {
+    const auto& d = layout_.t[kRing[k]];
     if (std::memcmp(arena_ + d.offset, ring_before_[k].data(), d.bytes) == 0) continue;
     // Name the first slot that changed.
     const size_t es = elem_size(d.dtype), per = k < 2 ? static_cast<size_t>(D) : 1;
@@ -881,7 +901,7 @@ std::string AbiCase::after_step(int64_t s, StepOutput* out) {
         for (int64_t j = 0; j < M; ++j) {
           const size_t off = static_cast<size_t>(ring_offset(b, h, j, k < 2)) * es;
           if (std::memcmp(arena_ + d.offset + off, ring_before_[k].data() + off, per * es) != 0) {
-            note(msg(tensor_name(ring[k]), " of request ", b, " head ", h, " slot ", j,
+            note(msg(tensor_name(kRing[k]), " of request ", b, " head ", h, " slot ", j,
                      " changed; a step may write only slot m mod M of a ready request",
                      ch_.writes_ring ? "" : ", and this implementation declares it writes none"));
             break;

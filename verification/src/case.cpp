@@ -25,6 +25,8 @@ MacParams CaseSpec::params() const {
   p.tail = r;
   p.sinks = F;
   p.gen_min = gen_min;
+  p.depth_cap = K;
+  p.refresh = N;
   return p;
 }
 
@@ -76,10 +78,10 @@ void CaseSpec::validate() const {
 }
 
 const std::vector<std::string>& matrix_columns() {
-  static const std::vector<std::string> c = {"id",    "family",  "seed", "D",       "G",    "Hkv",
-                                             "batch", "ctx",     "dctx", "ps",      "M",    "r",
-                                             "F",     "gen_min", "tau",  "steps",   "hit",  "lags",
-                                             "ready", "graph",   "k3",   "special", "smoke"};
+  static const std::vector<std::string> c = {
+      "id",    "family", "seed", "D",       "G",       "Hkv", "batch", "ctx", "dctx",
+      "ps",    "M",      "r",    "F",       "gen_min", "tau", "steps", "hit", "lags",
+      "ready", "graph",  "k3",   "special", "smoke",   "K",   "N"};
   return c;
 }
 
@@ -110,7 +112,7 @@ std::string CaseSpec::to_line() const {
      << batch << '\t' << ctx << '\t' << dctx << '\t' << ps << '\t' << M << '\t' << r << '\t' << F
      << '\t' << gen_min << '\t' << fmt_double(tau) << '\t' << steps << '\t' << fmt_double(hit)
      << '\t' << lags << '\t' << ready << '\t' << (graph ? 1 : 0) << '\t' << k3 << '\t' << special
-     << '\t' << (smoke ? 1 : 0);
+     << '\t' << (smoke ? 1 : 0) << '\t' << K << '\t' << N;
   return os.str();
 }
 
@@ -121,7 +123,7 @@ std::string CaseSpec::describe() const {
      << " M=" << M << " r=" << r << " F=" << F << " gen_min=" << gen_min << " tau=" << tau
      << " steps=" << steps << " hit=" << hit << " lags=" << lags << " ready=" << ready
      << (graph ? " graph" : "") << " k3=" << k3 << (special != "none" ? " " + special : "")
-     << " seed=" << seed;
+     << (K >= 0 ? msg(" K=", K) : "") << (N > 0 ? msg(" N=", N) : "") << " seed=" << seed;
   return os.str();
 }
 
@@ -184,6 +186,8 @@ CaseSpec parse_case(const std::string& line) {
   c.k3 = S();
   c.special = S();
   c.smoke = I() != 0;
+  c.K = I();
+  c.N = I();
   c.validate();
   return c;
 }

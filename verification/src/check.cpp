@@ -170,6 +170,11 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
                   fail(hm, where + msg("ring entry rel L2 ", rl2, " > ", tol.entry_rel_l2));
                 if (!(le2 <= lse_limit(tol.entry_lse, e.entry.lse)))
                   fail(hm, where + msg("ring entry LSE ", a.entry_lse, ", expected ", e.entry.lse));
+                // The chain depth, where reported, decides later depth-cap decisions.
+                if (a.entry_depth >= 0 && a.entry_depth != e.depth) {
+                  ++hm.entry_mismatch;
+                  fail(hm, where + msg("ring entry depth ", a.entry_depth, ", expected ", e.depth));
+                }
               }
             } else if (a.entry_written) {
               ++hm.entries_checked;

@@ -57,6 +57,7 @@ class ReferenceImpl final : public Implementation {
           o.entry_q_exact = e->q_pre == rq.layer.q_pre_at(m, static_cast<int64_t>(h));
           o.entry_o = to_vec(e->state.o);
           o.entry_lse = e->state.lse;
+          o.entry_depth = e->depth;
         }
       }
     }
@@ -99,6 +100,7 @@ class ModelImpl final : public Implementation {
   struct Slot {
     int64_t pos = -1;
     bool evaluated = false;
+    int64_t depth = 0;  // chain depth; prompt entries 0
     ref::AttnState<double> state;
   };
   using S = ref::AttnState<double>;
@@ -134,7 +136,7 @@ class ModelImpl final : public Implementation {
       for (int h = 0; h < Hq; ++h) slot(h, m).pos = m;  // clobbers candidate m − M
 
     row->resize(static_cast<size_t>(Hq));
-    std::vector<int64_t> match(static_cast<size_t>(Hq), -1);
+    std::vector<int64_t> match(static_cast<size_t>(Hq), -1), forced(match);
     for (int h = 0; h < Hq; ++h) {
       if (!eligible) continue;
       const float* q = L.q_pre_at(m, h);
@@ -151,7 +153,20 @@ class ModelImpl final : public Implementation {
         }
       }
       const bool below = fault_ == Fault::kThresholdInclusive ? bd <= thr : bd < thr;
-      if (best >= 0 && below && usable(h, best)) match[static_cast<size_t>(h)] = best;
+      if (!(best >= 0 && below && usable(h, best))) continue;
+      // Policies (semantics §3.3) turn the would-be hit into a miss.
+      const bool refresh = fault_ == Fault::kRefreshAllHeads
+                               ? par.refresh > 0 && m % par.refresh == 0
+                               : refresh_due<int64_t>(m, h, Hq, par.refresh);
+      const int64_t cap = par.depth_cap;
+      const bool capped = fault_ == Fault::kCapOffByOne
+                              ? cap >= 0 && slot(h, best).depth > cap
+                              : depth_capped<int64_t>(slot(h, best).depth, cap);
+      if (refresh || capped) {
+        forced[static_cast<size_t>(h)] = best;
+        continue;
+      }
+      match[static_cast<size_t>(h)] = best;
     }
     for (int h = 0; h < Hq; ++h) {
       auto& o = (*row)[static_cast<size_t>(h)];
@@ -182,13 +197,19 @@ class ModelImpl final : public Implementation {
           const auto f32 = ref::downdate(res.cast<float>(), ref::merge(sink, tail).cast<float>());
           written = f32.state.cast<double>();
         }
+        // Depth of entry(m): read from the matched slot before this write replaces it.
+        const int64_t f = forced[static_cast<size_t>(h)];
+        int64_t depth = p >= 0 ? slot(h, p).depth + 1 : 0;
+        if (f >= 0 && fault_ == Fault::kForcedMissChains) depth = slot(h, f).depth + 1;
         Slot& sl = slot(h, m);
         sl.pos = m;
         sl.evaluated = true;
         sl.state = written;
+        sl.depth = depth;
         o.entry_written = true;
         o.entry_o = to_vec(written.o);
         o.entry_lse = written.lse;
+        o.entry_depth = depth;
       }
     }
   }
@@ -217,14 +238,18 @@ const char* to_string(Fault f) {
     case Fault::kTailShort: return "tail-short";
     case Fault::kDowndateEntry: return "downdate-entry";
     case Fault::kGenMinOffByOne: return "gen-min-off-by-one";
+    case Fault::kCapOffByOne: return "cap-off-by-one";
+    case Fault::kRefreshAllHeads: return "refresh-all-heads";
+    case Fault::kForcedMissChains: return "forced-miss-chains";
   }
   return "?";
 }
 
 std::vector<Fault> all_faults() {
-  return {Fault::kTieNewer,        Fault::kBandLate,      Fault::kThresholdInclusive,
-          Fault::kWriteBeforeRead, Fault::kNoReadyGate,   Fault::kSecondBest,
-          Fault::kTailShort,       Fault::kDowndateEntry, Fault::kGenMinOffByOne};
+  return {Fault::kTieNewer,        Fault::kBandLate,        Fault::kThresholdInclusive,
+          Fault::kWriteBeforeRead, Fault::kNoReadyGate,     Fault::kSecondBest,
+          Fault::kTailShort,       Fault::kDowndateEntry,   Fault::kGenMinOffByOne,
+          Fault::kCapOffByOne,     Fault::kRefreshAllHeads, Fault::kForcedMissChains};
 }
 
 Fault parse_fault(const std::string& s) {
@@ -234,7 +259,7 @@ Fault parse_fault(const std::string& s) {
   throw InputError(
       msg("fault = '", s, "' is unknown (none, tie-newer, band-late, threshold-inclusive, ",
           "write-before-read, no-ready-gate, second-best, tail-short, downdate-entry, ",
-          "gen-min-off-by-one)"));
+          "gen-min-off-by-one, cap-off-by-one, refresh-all-heads, forced-miss-chains)"));
 }
 
 }  // namespace mac::verify

@@ -32,6 +32,10 @@ class CudaImpl final : public Implementation {
       *why = "no CUDA device (or built without CUDA)";
       return false;
     }
+    if (c.has_policy()) {
+      *why = "the CUDA kernels do not implement the policies of semantics §3.3 (K, N) yet";
+      return false;
+    }
     return true;
   }
 

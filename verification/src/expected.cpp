@@ -104,7 +104,16 @@ void Expected::match_head(int i, int h, int64_t m, ExpectedHead* out) const {
   // Usable iff its range [Fe(E(p)), E(p)) is not empty (L finite), i.e. E(p) > F.
   const bool usable = prefix_end(e.best_pos, r) > F && !(sl.evaluated && sl.state.is_empty());
   e.hit = e.d2 < thr && usable;
+  // Policies (semantics §3.3): refresh first, then the depth cap, each a plain miss.
+  if (e.hit && refresh_due<int64_t>(m, h, in_.spec.Hq(), par.refresh)) {
+    e.hit = false;
+    e.policy = 1;
+  } else if (e.hit && depth_capped<int64_t>(sl.depth, par.depth_cap)) {
+    e.hit = false;
+    e.policy = 2;
+  }
   if (e.hit) e.match_pos = e.best_pos;
+  e.depth = e.hit ? sl.depth + 1 : 0;
 }
 
 std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
@@ -181,6 +190,7 @@ std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
       sl.pos = m;
       sl.evaluated = true;
       sl.state = store(e.entry);
+      sl.depth = e.depth;
       e.wrote_entry = true;
     }
   }

@@ -97,7 +97,10 @@ int export_cases(const std::string& dir, const std::vector<CaseSpec>& cases, con
   std::vector<std::string> lines, reasons;
   int exported = 0;
   for (const auto& c : cases) {
-    const std::string why = abi::not_applicable(caps, c);
+    // The files carry no chain depths and no policy parameters (semantics §3.3) yet.
+    const std::string why =
+        c.has_policy() ? std::string("policy cases (K, N) are not carried by the file protocol")
+                       : abi::not_applicable(caps, c);
     ids.push_back(c.id);
     lines.push_back(c.to_line());
     applicable.push_back(why.empty() ? 1 : 0);

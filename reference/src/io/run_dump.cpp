@@ -75,6 +75,8 @@ void write_run_dump(const std::string& path, const RunDump& d) {
     write_attr(r, rn::kTail, c.params.tail);
     write_attr(r, rn::kSinks, c.params.sinks);
     write_attr(r, rn::kGenMin, c.params.gen_min);
+    if (c.params.depth_cap >= 0) write_attr(r, rn::kDepthCap, c.params.depth_cap);
+    if (c.params.refresh > 0) write_attr(r, rn::kRefresh, c.params.refresh);
     write_attr(r, rn::kVariant, to_string(c.variant));
     write_attr(r, rn::kPrecision, to_string(c.precision));
     write_attr(r, rn::kPrefill, c.prefill);
@@ -112,6 +114,8 @@ RunDump read_run_dump(const std::string& path) {
   c.params.tail = h5::attr_int64(r, rn::kTail);
   c.params.sinks = h5::attr_int64(r, rn::kSinks);
   c.params.gen_min = h5::attr_int64(r, rn::kGenMin);
+  if (h5::has_attr(r, rn::kDepthCap)) c.params.depth_cap = h5::attr_int64(r, rn::kDepthCap);
+  if (h5::has_attr(r, rn::kRefresh)) c.params.refresh = h5::attr_int64(r, rn::kRefresh);
   c.variant = parse_attr(r, path, rn::kVariant, parse_variant);
   c.precision = parse_attr(r, path, rn::kPrecision, parse_precision);
   c.prefill = h5::attr_int64(r, rn::kPrefill);

@@ -185,7 +185,10 @@ std::string RunSpec::key() const {
              ";tau=", num(params.tau), ";ring=", params.ring, ";tail=", params.tail,
              ";sinks=", params.sinks, ";gen_min=", params.gen_min, ";variant=", to_string(variant),
              ";storage=", to_string(storage), ";precision=", mac::to_string(precision),
-             ";prefill=", prefill, ";steps=", steps, ";bound=", bound ? 1 : 0);
+             ";prefill=", prefill, ";steps=", steps, ";bound=", bound ? 1 : 0,
+             // Policies only when set: the keys (and files) of runs without them are unchanged.
+             params.depth_cap >= 0 ? msg(";depth_cap=", params.depth_cap) : "",
+             params.refresh > 0 ? msg(";refresh=", params.refresh) : "");
 }
 
 std::string RunSpec::hash() const {
@@ -438,6 +441,8 @@ void write_run(const std::string& path, const RunResult& r) {
     h5::write_attr(id, run_key::kTail, s.params.tail);
     h5::write_attr(id, run_key::kSinks, s.params.sinks);
     h5::write_attr(id, run_key::kGenMin, s.params.gen_min);
+    if (s.params.depth_cap >= 0) h5::write_attr(id, run_key::kDepthCap, s.params.depth_cap);
+    if (s.params.refresh > 0) h5::write_attr(id, run_key::kRefresh, s.params.refresh);
     h5::write_attr(id, key::kVariant, std::string(to_string(s.variant)));
     h5::write_attr(id, key::kStorage, std::string(to_string(s.storage)));
     h5::write_attr(id, key::kPrecision, std::string(mac::to_string(s.precision)));
@@ -479,6 +484,9 @@ RunResult read_run(const std::string& path) {
   s.params.tail = h5::attr_int64(id, run_key::kTail);
   s.params.sinks = h5::attr_int64(id, run_key::kSinks);
   s.params.gen_min = h5::attr_int64(id, run_key::kGenMin);
+  if (h5::has_attr(id, run_key::kDepthCap))
+    s.params.depth_cap = h5::attr_int64(id, run_key::kDepthCap);
+  if (h5::has_attr(id, run_key::kRefresh)) s.params.refresh = h5::attr_int64(id, run_key::kRefresh);
   s.variant = parse_variant(h5::attr_string(id, key::kVariant));
   s.storage = parse_state_storage(h5::attr_string(id, key::kStorage));
   s.precision = mac::parse_precision(h5::attr_string(id, key::kPrecision));
@@ -837,7 +845,12 @@ SweepReport run_sweep(const SweepConfig& cfg) {
   for (double tau : cfg.taus)
     for (auto M : cfg.rings)
       for (auto r : cfg.tails)
-        for (auto F : cfg.sinks) MacParams{tau, M, r, F, cfg.gen_min}.validate();
+        for (auto F : cfg.sinks) {
+          MacParams p{tau, M, r, F, cfg.gen_min};
+          p.depth_cap = cfg.depth_cap;
+          p.refresh = cfg.refresh;
+          p.validate();
+        }
   fs::create_directories(fs::path(cfg.out_dir) / "runs");
   fs::create_directories(fs::path(cfg.out_dir) / "exact");
   const auto t0 = std::chrono::steady_clock::now();
@@ -907,6 +920,8 @@ SweepReport run_sweep(const SweepConfig& cfg) {
                     s.fingerprint = fp;
                     s.layer = layer_ids[li];
                     s.params = MacParams{tau, M, r, F, cfg.gen_min};
+                    s.params.depth_cap = cfg.depth_cap;
+                    s.params.refresh = cfg.refresh;
                     s.variant = parse_variant(var);
                     s.storage = parse_state_storage(sto);
                     s.precision = mac::parse_precision(pre);

@@ -47,6 +47,9 @@ inline constexpr const char* kRing = "ring";
 inline constexpr const char* kTail = "tail";
 inline constexpr const char* kSinks = "sinks";
 inline constexpr const char* kGenMin = "gen_min";
+// Policies (semantics §3.3): written only when set, so a run without them is unchanged.
+inline constexpr const char* kDepthCap = "depth_cap";
+inline constexpr const char* kRefresh = "refresh";
 // The rest of StepperConfig: enum names as strings (to_string / parse_*), P as int64.
 inline constexpr const char* kVariant = "variant";
 inline constexpr const char* kPrecision = "precision";

@@ -76,9 +76,13 @@ struct MacParams {
   int64_t tail = 256;      //!< r, always-exact tail and rectification width
   int64_t sinks = 0;       //!< F, front sink tokens recomputed every step
   int64_t gen_min = 2048;  //!< minimum position m for a head to be eligible
+  // Policies that bound chains of reuse (DESIGN semantics §3.3): each turns a would-be hit
+  // into a miss of §3 (exact attention, exact entry written when ready).
+  int64_t depth_cap = -1;  //!< K: a hit on an entry of chain depth ≥ K misses; −1: no cap
+  int64_t refresh = 0;     //!< N: head h misses at every m with refresh_due(m, h, Hq, N); 0: off
 
   /*! \brief Throws InputError naming the first bad value (τ finite and < 1, M ≥ 1,
-   *         r ≥ 0, F ≥ 0, gen_min ≥ 0). */
+   *         r ≥ 0, F ≥ 0, gen_min ≥ 0, depth_cap ≥ −1, refresh ≥ 0). */
   void validate() const;
 };
 

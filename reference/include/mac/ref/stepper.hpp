@@ -6,7 +6,8 @@
  *  Stage by stage, per query head h and position m (0-based, kv_len = m + 1):
  *    1. eligible iff m ≥ gen_min, ready, and m ≥ 1 (a candidate exists);
  *    2. match: best = argmin_p (d2(p), p) over max(0, m−M) ≤ p < m; hit iff d2 < thr and
- *       entry(p) is usable (L finite, and E(p) ≥ F when F > 0);
+ *       entry(p) is usable (L finite, and E(p) ≥ F when F > 0), and no policy of §3.3
+ *       forces a miss (refresh_due(m, h, Hq, N), or depth_capped(depth(p), K));
  *    3. amend: hit → prefix = entry(p), band = attn(q_m, [E(p), E(m)));
  *              miss → prefix = ∅, band = attn(q_m, [Fe(E(m)), E(m)));
  *    4. cache write (if ready): entry(m) = prefix ⊕ band (split) or out ⊖ (sink ⊕ tail)
@@ -58,19 +59,27 @@ class Ring {
   std::vector<RingEntry<T>> entries_;
 };
 
+/*! \brief Why a would-be hit (d2 < thr, usable entry) missed: a policy of semantics §3.3. */
+enum class PolicyMiss : int8_t {
+  kNone = 0,      //!< no policy intervened (a hit, or a miss of §3 itself)
+  kRefresh = 1,   //!< the head's periodic refresh was due at m
+  kDepthCap = 2,  //!< the matched entry's chain depth was ≥ K
+};
+
 /*! \brief Per-head outcome of one decode step. */
 template <typename T>
 struct HeadStep {
   bool eligible = false;
   bool hit = false;
-  MatchResult match;                     //!< nearest candidate, its distances and the threshold
-  int64_t match_pos = -1;                //!< matched position on a hit, −1 on a miss
-  int64_t band_begin = 0, band_end = 0;  //!< [E(p), E(m)) on a hit, [Fe(E(m)), E(m)) on a miss
-  int64_t sink_end = 0;                  //!< sinks are [0, sink_end)
-  int64_t tail_begin = 0;                //!< tail is [tail_begin, m]
-  AttnState<T> prefix;                   //!< reused prefix state (empty on a miss)
-  AttnState<T> band, sink, tail;         //!< attn(q_m, ·) over the band, sink and tail ranges
-  AttnState<T> out;                      //!< output (o, natural-log LSE)
+  PolicyMiss policy = PolicyMiss::kNone;  //!< set when a policy turned a would-be hit into a miss
+  MatchResult match;                      //!< nearest candidate, its distances and the threshold
+  int64_t match_pos = -1;                 //!< matched position on a hit, −1 on a miss
+  int64_t band_begin = 0, band_end = 0;   //!< [E(p), E(m)) on a hit, [Fe(E(m)), E(m)) on a miss
+  int64_t sink_end = 0;                   //!< sinks are [0, sink_end)
+  int64_t tail_begin = 0;                 //!< tail is [tail_begin, m]
+  AttnState<T> prefix;                    //!< reused prefix state (empty on a miss)
+  AttnState<T> band, sink, tail;          //!< attn(q_m, ·) over the band, sink and tail ranges
+  AttnState<T> out;                       //!< output (o, natural-log LSE)
   AttnState<T> entry;     //!< entry(m) as stored in the ring (when wrote_entry), else empty
   int64_t keys_read = 0;  //!< KV tokens read this step
   int64_t depth = 0;      //!< chain depth of the entry written (or that would be written)

@@ -50,6 +50,7 @@ enum Tensor : int {
   kPrefQTilde,
   kPrefFirst,
   kPrefCount,
+  kRingDepth,  //!< ring chain depths (present with the depth-cap policy)
   kNumTensors
 };
 /*! \brief The ABI name of a tensor, e.g. "q_tilde", "ring_o". */
@@ -89,7 +90,8 @@ struct Choices {
   bool full_attention = false;  //!< ineligible heads are compared with macv_full_attention
   bool reports_keys_read = false;
   bool writes_ring = true;
-  int variant = 0;  //!< index into caps.variants
+  bool ring_depth = false;  //!< the ring carries chain depths (MACV_POLICY_DEPTH_CAP)
+  int variant = 0;          //!< index into caps.variants
 };
 
 /*! \brief What is wrong with declared capabilities ("" if nothing): no KV or ring layout,
@@ -214,8 +216,9 @@ class AbiCase {
   uint8_t* arena_ = nullptr;
   std::vector<int32_t> page_table_;  //!< [B, max_pages] host copy
   std::vector<Range> dirty_;
-  std::vector<uint64_t> input_hash_;     //!< per input tensor, before the call
-  std::vector<uint8_t> ring_before_[4];  //!< ring_q, ring_o, ring_lse, ring_pos snapshots
+  std::vector<uint64_t> input_hash_;  //!< per input tensor, before the call
+  std::vector<uint8_t>
+      ring_before_[5];  //!< ring_q, ring_o, ring_lse, ring_pos, ring_depth snapshots
 };
 
 }  // namespace mac::verify::abi

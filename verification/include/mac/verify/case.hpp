@@ -36,6 +36,8 @@ struct CaseSpec {
   std::string special = "none";  //!< tie | thr_eq | thr_below | thr_above | thr_mix |
                                  //!< logits:<s> | cancel:<g> | vscale:<s> | none
   bool smoke = false;            //!< member of the `smoke` subset (CI)
+  int64_t K = -1;                //!< depth cap (semantics §3.3); −1: none
+  int64_t N = 0;                 //!< refresh period (semantics §3.3); 0: none
 
   int Hq() const { return G * Hkv; }
   int64_t context(int i) const;  //!< ctx_i (≥ 2)
@@ -43,6 +45,8 @@ struct CaseSpec {
   bool request_ready(int i) const { return ready[static_cast<size_t>(i) % ready.size()] == '1'; }
   int64_t max_kv_len() const;  //!< largest kv_len of any step of any request
   MacParams params() const;
+  /*! \brief Whether the case sets a policy of semantics §3.3 (K ≥ 0 or N > 0). */
+  bool has_policy() const { return K >= 0 || N > 0; }
   double scale() const;  //!< softmax scale 1/√D
   /*! \brief The factor s of `special = logits:s` (q and k scaled by s), else 1. */
   double logit_scale() const;

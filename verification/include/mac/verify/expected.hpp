@@ -3,7 +3,8 @@
  *  \brief What a conforming implementation must produce for a case: the decisions of
  *         docs/semantics.md §3 (canonical FP32 match of mac::ref::canonical_d2, ties to the older
  *         position, strict threshold, argmin first and validity second, readiness, read
- *         before write) and the FP64 values of the MAC algebra for those decisions,
+ *         before write, the policies of §3.3) and the FP64 values of the MAC algebra for
+ *         those decisions,
  *         evaluated with the oracle's compensated engine (mac::oracle::attend_segments).
  *
  *  Prompt entries are evaluated lazily: only an entry that some step actually reuses is
@@ -27,6 +28,8 @@ struct ExpectedHead {
   bool hit = false;
   int64_t best_pos = -1;     //!< nearest candidate (−1 if none searched)
   int64_t match_pos = -1;    //!< on a hit
+  int policy = 0;            //!< a would-be hit a policy turned into a miss: 1 refresh, 2 cap
+  int64_t depth = 0;         //!< chain depth of entry(m): depth(p) + 1 on a hit, else 0
   float d2 = 0;              //!< canonical FP32 distance of best (NaN if none)
   double margin = 0;         //!< thr − d2 (FP64 d2): how close the decision was
   int64_t keys_read = 0;     //!< (m−p) + min(r, m+1) + Fe(E(m)) on a hit, m+1 on a miss
@@ -52,6 +55,7 @@ class Expected {
   struct Slot {
     int64_t pos = -1;
     bool evaluated = false;  //!< false: a prompt entry not needed yet (lazy)
+    int64_t depth = 0;       //!< chain depth (semantics §3 Chains); prompt entries 0
     oracle::State state;
   };
   std::vector<ExpectedHead> step_request(int i, int64_t m);

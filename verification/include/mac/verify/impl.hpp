@@ -28,6 +28,7 @@ struct HeadOutput {
   bool entry_written = false;   //!< slot m mod M now holds position m (or changed, on a GPU)
   std::vector<double> entry_o;  //!< [D]
   double entry_lse = 0;
+  int64_t entry_depth = -1;  //!< chain depth stored with entry(m) (−1: not reported)
   // Full-attention comparison for ineligible heads (GPU): −1 not checked, 0 differs, 1 same.
   int full_bit_identical = -1;
 };
@@ -69,6 +70,9 @@ enum class Fault {
   kTailShort,           //!< tail misses the current token's key: [E(m), m)
   kDowndateEntry,       //!< stores entry(m) as out ⊖ (sink ⊕ tail) in FP32 (cancels)
   kGenMinOffByOne,      //!< eligible iff m > gen_min
+  kCapOffByOne,         //!< depth cap: a hit on depth K is allowed (misses only above K)
+  kRefreshAllHeads,     //!< refresh without the stagger: every head at m mod N = 0
+  kForcedMissChains,    //!< a policy-forced miss writes depth(p) + 1, not 0 (never resets)
 };
 const char* to_string(Fault f);
 Fault parse_fault(const std::string& s);  //!< "none", "tie-newer", "band-late", ...

@@ -87,6 +87,15 @@ enum macv_ring_layout {
                                  layout of this project's CUDA ring) */
 };
 
+/*! \brief Policies of semantics §3.3 (bit mask in macv_caps.policies). A case that sets a
+ *  policy the plugin does not declare is NOT APPLICABLE. */
+enum macv_policy {
+  MACV_POLICY_DEPTH_CAP = 1, /*!< params.depth_cap ≥ 0: a would-be hit on an entry of chain
+                                  depth ≥ depth_cap misses; needs ring_depth */
+  MACV_POLICY_REFRESH = 2    /*!< params.refresh > 0: head h misses at every m with
+                                  (m + ⌊h·refresh/Hq⌋) mod refresh = 0 */
+};
+
 /*! \brief A strided tensor (DLPack-like). `shape` and `strides` have `ndim` entries; strides
  *  are in elements. `data == NULL` means "not provided / not wanted". */
 typedef struct macv_tensor {
@@ -141,6 +150,9 @@ typedef struct macv_caps {
   int32_t num_variants;     /*!< code paths the driver should spread the cases over (0: one) */
   char variants[4][16];     /*!< their names: a case whose matrix column `k3` names one runs
                                  that one, the others alternate with the case id */
+  int32_t policies;         /*!< bit mask of enum macv_policy it implements (0: none; a
+                                 policy-forced miss is a miss of §3: exact attention, exact
+                                 entry of depth 0 written when ready) */
 } macv_caps;
 
 /*! \brief Parameters of one case, fixed for the handle's life. */
@@ -158,6 +170,8 @@ typedef struct macv_params {
   float threshold;      /*!< thr = 2·D·(1 − τ)² rounded once to FP32; hit iff d2 < thr */
   double softmax_scale; /*!< s in exp(s·q·k) */
   int64_t max_context;  /*!< largest kv_len of any step of the case */
+  int64_t depth_cap;    /*!< K of MACV_POLICY_DEPTH_CAP; −1: no cap */
+  int64_t refresh;      /*!< N of MACV_POLICY_REFRESH; 0: no refresh */
 } macv_params;
 
 /*! \brief Inputs of one step. Read-only for the plugin, except the four ring tensors. */
@@ -173,13 +187,18 @@ typedef struct macv_step_inputs {
   macv_tensor position;   /*!< [B] I64: m of each request (kv_len = m + 1, its own K/V cached) */
   macv_tensor
       ready; /*!< [B] U8: 1 ready (docs/semantics.md §3.2); 0: exact attention, no ring write */
-  macv_tensor ring_q;   /*!< [B, Hq, M, D] BF16 (in/out): q̃ of the position the slot holds */
-  macv_tensor ring_o;   /*!< [B, Hq, M, D] caps.ring_o_dtype (in/out): state o over
-                             [Fe(E(p)), E(p)) */
-  macv_tensor ring_lse; /*!< [B, Hq, M] F32 (in/out): state L (−inf: empty state) */
-  macv_tensor ring_pos; /*!< [B, Hq, M] I64 (in/out): position p the slot holds (−1: none);
-                             slot p mod M. A candidate p of docs/semantics.md §3 step 1 is usable
-                           only if its slot holds p */
+  macv_tensor ring_q;     /*!< [B, Hq, M, D] BF16 (in/out): q̃ of the position the slot holds */
+  macv_tensor ring_o;     /*!< [B, Hq, M, D] caps.ring_o_dtype (in/out): state o over
+                               [Fe(E(p)), E(p)) */
+  macv_tensor ring_lse;   /*!< [B, Hq, M] F32 (in/out): state L (−inf: empty state) */
+  macv_tensor ring_pos;   /*!< [B, Hq, M] I64 (in/out): position p the slot holds (−1: none);
+                               slot p mod M. A candidate p of docs/semantics.md §3 step 1 is usable
+                             only   if its slot holds p */
+  macv_tensor ring_depth; /*!< [B, Hq, M] I32 (in/out), same strides as ring_lse: chain depth of
+                               the entry the slot holds (semantics §3 Chains: 0 for a prompt
+                               entry or a miss, depth(p) + 1 for a hit on p). Present (data not
+                               NULL) only for a plugin declaring MACV_POLICY_DEPTH_CAP, which
+                               then writes it with the entry */
 } macv_step_inputs;
 
 /*! \brief Outputs of one step, allocated by the driver and poisoned before every call
@@ -211,6 +230,7 @@ typedef struct macv_prefill_inputs {
   macv_tensor ring_o;
   macv_tensor ring_lse;
   macv_tensor ring_pos;
+  macv_tensor ring_depth; /*!< as in macv_step_inputs: prompt entries have depth 0 */
 } macv_prefill_inputs;
 
 typedef struct macv_handle macv_handle;

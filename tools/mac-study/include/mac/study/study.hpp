@@ -135,8 +135,10 @@ struct SweepConfig {
   std::vector<int64_t> rings{512}, tails{256}, sinks{0};
   std::vector<std::string> variants{"split"}, storages{"production"}, precisions{"fp32"};
   int64_t gen_min = 2048;
-  int64_t prefill = -1;  //!< −1: tokens / 2
-  int64_t steps = 0;     //!< 0: to the end of the layer
+  int64_t depth_cap = -1;  //!< K of every run (semantics §3.3); −1: none
+  int64_t refresh = 0;     //!< N of every run (semantics §3.3); 0: none
+  int64_t prefill = -1;    //!< −1: tokens / 2
+  int64_t steps = 0;       //!< 0: to the end of the layer
   bool bound = true;
   int threads = 0;  //!< 0: OpenMP default
   bool progress = true;
