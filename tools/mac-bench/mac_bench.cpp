@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
       ->check(range(-1, 15));
   app.add_option("--amend-blocks-per-sm", o.tuning.amend_blocks_per_sm,
                  "cap of the persistent amend grid in blocks per SM (0: none)")
-      ->check(range(0, 1024));
+      ->check(range(0, 32));
   app.add_option("--amend-blocks", o.tuning.amend_blocks,
                  "cap of the persistent amend grid in blocks (0: none)")
       ->check(range(0, 1 << 20));

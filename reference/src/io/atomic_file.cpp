@@ -6,7 +6,6 @@
 #include "mac/io/h5.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
