@@ -177,9 +177,9 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv, const std::string
   return std::nullopt;
 }
 
-int run(const std::string& prog, const std::function<int()>& body) {
+int failed(const std::string& prog) {
   try {
-    return body();
+    throw;
   } catch (const io::WriteError& e) {
     std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), e.what());
     return kCannotFinish;
@@ -195,6 +195,17 @@ int run(const std::string& prog, const std::function<int()>& body) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: internal error: %s\n", prog.c_str(), e.what());
     return kInternal;
+  } catch (...) {
+    std::fprintf(stderr, "%s: internal error: an exception of unknown type\n", prog.c_str());
+    return kInternal;
+  }
+}
+
+int run(const std::string& prog, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (...) {
+    return failed(prog);
   }
 }
 

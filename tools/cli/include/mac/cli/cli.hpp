@@ -97,4 +97,8 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv, const std::string
  *  else kInternal. */
 int run(const std::string& prog, const std::function<int()>& body);
 
+/*! \brief Inside a catch block: prints the exception being handled as run() does and returns
+ *  its status, for a main() that handles some exceptions of its own first. */
+int failed(const std::string& prog);
+
 }  // namespace mac::cli
