@@ -161,19 +161,91 @@ BIG_GEN = GEN + ["--tokens", "10000", "--layers", "2", "--q-heads", "8", "--kv-h
                  "--head-dim", "128", "--no-compress"]
 
 
+def flag_cases(prefix, argv, table, **kw):
+    """One case per (flag, value, range) of `table`: status 2, the message names the flag, the
+    (last) value and the allowed range."""
+    return [Case(f"{prefix} {flag} {value}", argv + [flag, value], 2,
+                 [flag, value.split(",")[-1], says], **kw) for flag, value, says in table]
+
+
+SIM = ["mac-sim", "--quiet", "--trace", "{d}/t.h5", "--layer", "0", "--prefill", "256",
+       "--steps", "4", "--gen-min", "0", "--ring", "16", "--tail", "8"]
+SIM_DUMP = SIM + ["--dump", "{d}/out.h5"]
+VERIFY = ["mac-verify", "--mode", "cpu", "--quiet", "--no-summary", "--max-repro", "0",
+          "--out", "{d}/r.h5"]
+OUT_R = ("r.h5", "r.md")
+
+
+def report(ctx):
+    """A mac-verify report of case 0 (made once per suite run, about a second)."""
+    if not getattr(ctx, "report", None):
+        ctx.report_dir = tempfile.TemporaryDirectory(prefix="mac-malformed-report-")
+        ctx.report = os.path.join(ctx.report_dir.name, "r0.h5")
+        subprocess.run([os.path.join(ctx.bin, "mac-verify"), "--mode", "cpu", "--case", "0",
+                        "--quiet", "--no-summary", "--out", ctx.report], check=True,
+                       stdout=subprocess.DEVNULL)
+    return ctx.report
+
+
+def reports(mutate=None):
+    """A setup that copies the report of case 0 to a.h5 (changed by `mutate` with h5py)."""
+    def setup(ctx, d):
+        golden(ctx, d)
+        dst = os.path.join(d, "a.h5")
+        shutil.copy(report(ctx), dst)
+        if mutate:
+            with h5py.File(dst, "r+") as f:
+                mutate(f)
+    return setup
+
+
+def matrix_with(column, value):
+    """A setup writing m.tsv: the built-in matrix's header and case 0 with `column` = value."""
+    def setup(ctx, d):
+        src = os.path.join(os.path.dirname(ctx.data), "verification", "matrix.tsv")
+        with open(src) as f:
+            header = f.readline()
+            row = f.readline().rstrip("\n").split("\t")
+        row[header.lstrip("#").rstrip("\n").split("\t").index(column)] = value
+        with open(os.path.join(d, "m.tsv"), "w") as f:
+            f.write(header + "\t".join(row) + "\n")
+    return setup
+
+
+def no_shard_left(d):
+    """After a SIGKILL of a --devices parent: its shard processes are gone (they die with it)."""
+    t0 = time.time()
+    while True:
+        alive = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if d.encode() in f.read():
+                        alive.append(pid)
+            except OSError:
+                pass
+        if not alive or time.time() - t0 > 2:  # SIGKILL's delivery, not a shard's work
+            break
+        time.sleep(0.1)
+    for pid in alive:
+        os.kill(int(pid), signal.SIGKILL)
+    assert not alive, f"shard processes {alive} outlived their killed parent"
+    # A shard killed mid-write leaves its temporary (named by host and pid for the next run).
+    for t in temporaries(d):
+        os.remove(t)
+
+
 def cases():
     c = []
     # mac-gen-trace: flags and sizes.
-    for flag, value, says in [
+    c += flag_cases("gen", GEN, [
             ("--tokens", "0", "[1, 2147483647]"), ("--tokens", "-5", "[1, 2147483647]"),
             ("--tokens", "288230376151711744", "[1, 2147483647]"), ("--tokens", "abc", "abc"),
             ("--layers", "0", "[1, 65536]"), ("--q-heads", "100000", "[1, 65536]"),
             ("--kv-heads", "0", "[1, 65536]"), ("--head-dim", "96", "96"),
             ("--rope-theta", "0", "[1, 1e+12]"), ("--drift", "2", "[0, 1]"),
             ("--jump-prob", "nan", "[0, 1]"), ("--head-spread", "1", "[0, 1)"),
-            ("--noise-scale", "-1", "[0, 1000]")]:
-        c.append(Case(f"gen {flag} {value}", GEN + [flag, value], 2, [flag, value, says],
-                      keep=OUT_H5))
+            ("--noise-scale", "-1", "[0, 1000]")], keep=OUT_H5)
     c += [
         Case("gen unknown flag", GEN + ["--tokns", "5"], 2, ["--tokns"], keep=OUT_H5),
         Case("gen heads not a multiple", GEN + ["--q-heads", "6", "--kv-heads", "4"], 2,
@@ -203,7 +275,7 @@ def cases():
              setup=stale_temporaries("out.h5"), after=stale_removed("out.h5")),
     ]
     # mac-study: flags.
-    for flag, value, says in [
+    c += flag_cases("study", STUDY_NO_P, [
             ("--tau", "-0.1", "[0, 1)"), ("--tau", "1", "[0, 1)"), ("--tau", "nan", "[0, 1)"),
             ("--tau", "0.3,-2", "[0, 1)"), ("--prefill", "-5", "[1, 2147483647]"),
             ("--prefill", "0", "[1, 2147483647]"), ("--layers", "-3", "[0, 65535]"),
@@ -211,10 +283,7 @@ def cases():
             ("--ring", "0", "[1, 2147483647]"), ("--ring", "9999999999999", "[1, 2147483647]"),
             ("--steps", "-1", "[0, 2147483647]"), ("--tail", "-4", "[0, 2147483647]"),
             ("--synth-tokens", "0", "[1, 2147483647]"), ("--variant", "spilt", "spilt"),
-            ("--storage", "bf16", "bf16")]:
-        c.append(Case(f"study {flag} {value}", STUDY_NO_P + [flag, value], 2,
-                      [flag, value.split(",")[-1], says], setup=lambda ctx, d: golden(ctx, d),
-                      keep=STUDY_CSV))
+            ("--storage", "bf16", "bf16")], setup=lambda ctx, d: golden(ctx, d), keep=STUDY_CSV)
     c += [
         Case("study layer past the trace", STUDY + ["--layers", "7"], 2, ["layer 7", "[0, 2)"],
              setup=lambda ctx, d: golden(ctx, d), keep=STUDY_CSV),
@@ -287,12 +356,10 @@ def cases():
              after=stale_removed("s/runs/0123456789abcdef.h5")),
     ]
     # mac-bench-cpu and mac-bench: flags first, outputs before the work.
-    for flag, value, says in [
-            ("--ring", "0", "[1, 1048576]"), ("--reps", "0", "[1, 10000]"),
-            ("--threads", "99999999", "[0, 1024]"), ("--dim", "100", "100"),
-            ("--context", "1", "[2, 1048576]"), ("--heads", "0", "[1, 65536]")]:
-        c.append(Case(f"bench-cpu {flag} {value}", BENCH_CPU + [flag, value], 2,
-                      [flag, value, says], keep=OUT_CSV))
+    c += flag_cases("bench-cpu", BENCH_CPU, [
+        ("--ring", "0", "[1, 1048576]"), ("--reps", "0", "[1, 10000]"),
+        ("--threads", "99999999", "[0, 1024]"), ("--dim", "100", "100"),
+        ("--context", "1", "[2, 1048576]"), ("--heads", "0", "[1, 65536]")], keep=OUT_CSV)
     c += [
         Case("bench-cpu heads not a multiple", BENCH_CPU + ["--heads", "6", "--kv-heads", "4"],
              2, ["--heads 6", "--kv-heads 4"], keep=OUT_CSV),
@@ -301,16 +368,119 @@ def cases():
         Case("bench-cpu csv is a directory", ["mac-bench-cpu", "--csv", "{d}"], 2,
              ["--csv", "is a directory"]),
     ]
-    for flag, value, says in [("--reps", "0", "[1, 100000]"), ("--hit", "1.5", "[0, 1]"),
-                              ("--ctx", "200000", "[1, 131072]"), ("--hkv", "0", "[1, 256]"),
-                              ("--pdl-edges", "16", "[-1, 15]")]:
-        c.append(Case(f"bench {flag} {value}", ["mac-bench", flag, value], 2,
-                      [flag, value, says]))
+    c += flag_cases("bench", ["mac-bench"], [
+        ("--reps", "0", "[1, 100000]"), ("--hit", "1.5", "[0, 1]"),
+        ("--ctx", "200000", "[1, 131072]"), ("--hkv", "0", "[1, 256]"),
+        ("--pdl-edges", "16", "[-1, 15]")])
     c += [
         Case("bench kv-pad not a multiple of 16", ["mac-bench", "--kv-pad", "3"], 2,
              ["--kv-pad 3", "16"]),
         Case("bench csv dir missing", ["mac-bench", "--csv", "{d}/no/out.csv"], 2,
              ["--csv", "does not exist"]),
+    ]
+    # mac-sim: flags, outputs checked before the run, and no output replaced by a failed run.
+    c += flag_cases("sim", ["mac-sim", "--quiet", "--trace", "{d}/t.h5", "--dump", "{d}/out.h5"], [
+        ("--ring", "0", "[1, 2147483647]"), ("--ring", "9999999999999", "[1, 2147483647]"),
+        ("--prefill", "-5", "[1, 2147483647]"), ("--layer", "-3", "[0, 65535]"),
+        ("--steps", "-1", "[0, 2147483647]"), ("--tau", "-0.1", "[0, 1)"),
+        ("--explain-head", "-1", "[0, 65535]"), ("--variant", "spilt", "spilt"),
+        ("--synth-tokens", "0", "[1, 2147483647]")],
+        setup=lambda ctx, d: golden(ctx, d), keep=OUT_H5)
+    c += [
+        # A ring far beyond the trace: the stepper keeps min(M, T) slots (once a SIGSEGV).
+        Case("sim ring 2^31-1 runs", SIM[:-4] + ["--ring", "2147483647", "--tail", "8"], 0, [],
+             setup=lambda ctx, d: golden(ctx, d)),
+        Case("sim dump is the trace", SIM + ["--dump", "{d}/t.h5"], 2,
+             ["t.h5", "the same file"], setup=lambda ctx, d: golden(ctx, d),
+             keep=("t.h5",)),
+        Case("sim dump links to the trace", SIM + ["--dump", "{d}/link.h5"], 2,
+             ["link.h5", "the same file"], setup=symlink_to_trace("link.h5"), keep=("t.h5",)),
+        Case("sim json is the trace", SIM + ["--json", "{d}/t.h5"], 2, ["the same file"],
+             setup=lambda ctx, d: golden(ctx, d), keep=("t.h5",)),
+        Case("sim json is the dump", SIM_DUMP + ["--json", "{d}/out.h5"], 2,
+             ["out.h5", "the same file"], setup=lambda ctx, d: golden(ctx, d), keep=OUT_H5),
+        Case("sim json is a directory, the dump kept", SIM_DUMP + ["--json", "{d}"], 2,
+             ["--json", "is a directory"], setup=lambda ctx, d: golden(ctx, d), keep=OUT_H5),
+        Case("sim dump dir missing", SIM + ["--dump", "{d}/no/out.h5"], 2,
+             ["--dump", "does not exist"], setup=lambda ctx, d: golden(ctx, d), absent=("no",)),
+        Case("sim write past ulimit -f keeps dump and json",
+             SIM_DUMP + ["--json", "{d}/out.json"], 4, ["File too large"],
+             setup=lambda ctx, d: golden(ctx, d), keep=("out.h5", "out.json"), fsize=8 << 10),
+        Case("sim explain-steps outside the run",
+             SIM_DUMP + ["--explain", "--explain-steps", "10"], 2,
+             ["--explain-steps 10", "[256, 259]"], setup=lambda ctx, d: golden(ctx, d),
+             keep=OUT_H5),
+        Case("sim explain-steps without --explain", SIM_DUMP + ["--explain-steps", "257"], 2,
+             ["--explain-steps needs --explain"], setup=lambda ctx, d: golden(ctx, d),
+             keep=OUT_H5),
+        Case("sim layer past the trace", SIM_DUMP[:4] + ["--layer", "5"], 2,
+             ["--layer 5", "[0, 2)"], setup=lambda ctx, d: golden(ctx, d)),
+        Case("sim trace 2^58 tokens", SIM_DUMP, 2, ["q_pre", "68719476736"],
+             setup=trace(huge_tokens), keep=OUT_H5),
+        Case("sim unknown flag", SIM_DUMP + ["--rign", "4"], 2, ["--rign"],
+             setup=lambda ctx, d: golden(ctx, d), keep=OUT_H5),
+    ]
+    # mac-verify: --case, --shard and the matrix, refused before anything runs.
+    c += flag_cases("verify", VERIFY, [
+        ("--case", "x-2", "'x'"), ("--case", "0-2000000000", "[0, 852]"),
+        ("--case", "0,0", "given twice"), ("--case", "5-3", "'5-3'"), ("--case", "3,", "''"),
+        ("--case", "-1", "[0, 852]"), ("--shard", "1x/2", "'1x'"), ("--shard", "2/2", "[0, 1]"),
+        ("--shard", "0/0", "N = 0"), ("--jobs-per-device", "0", "[1, 64]"),
+        ("--max-context", "-1", "[0, 2147483647]"), ("--devices", "0,0", "given twice")],
+        keep=OUT_R)
+    c += [
+        Case("verify matrix Hkv 2^32+2", VERIFY + ["--matrix", "{d}/m.tsv", "--case", "0"], 2,
+             ["Hkv", "4294967298", "[1, 4096]"], setup=matrix_with("Hkv", "4294967298"),
+             keep=OUT_R),
+        Case("verify matrix D not a number", VERIFY + ["--matrix", "{d}/m.tsv", "--case", "0"], 2,
+             ["column D", "'64x'"], setup=matrix_with("D", "64x"), keep=OUT_R),
+        Case("verify out dir missing", VERIFY[:-1] + ["{d}/no/r.h5", "--case", "0"], 2,
+             ["--out", "does not exist"], absent=("no",)),
+        Case("verify out is a directory", VERIFY[:-1] + ["{d}", "--case", "0"], 2,
+             ["--out", "is a directory"]),
+        Case("verify out is the matrix", VERIFY[:-1] + ["{d}/m.tsv", "--matrix", "{d}/m.tsv",
+                                                        "--case", "0"], 2, ["the same file"],
+             setup=matrix_with("D", "64"), keep=("m.tsv",)),
+        Case("verify write past ulimit -f keeps the old report", VERIFY + ["--case", "0"], 4,
+             ["File too large"], keep=OUT_R, fsize=8 << 10),
+        Case("verify devices parent killed takes its shards",
+             ["mac-verify", "--mode", "cpu", "--quiet", "--devices", "0,1", "--subset", "all",
+              "--out", "{d}/r.h5"], 128 + signal.SIGKILL, [], keep=OUT_R,
+             kill=(signal.SIGKILL, 1.5), after=no_shard_left),
+    ]
+    # mac-verify --merge: every dataset's length, dtype and values checked; no aliasing.
+    merge = ["mac-verify", "--quiet", "--merge", "{d}/a.h5", "--out", "{d}/m.h5"]
+    for name, mutate, says in [
+            ("status -1", set_value("cases/status", 0, -1), ["/cases/status[0] = -1"]),
+            ("status 42", set_value("cases/status", 0, 42), ["/cases/status[0] = 42"]),
+            ("short heads/failed",
+             lambda f: replace(f, "heads/failed", data=f["heads/failed"][:2]),
+             ["/heads/failed has 2 elements, expected 6"]),
+            ("short cases/rel_l2_max",
+             lambda f: replace(f, "cases/rel_l2_max", data=np.zeros(0)),
+             ["/cases/rel_l2_max has 0 elements, expected 1"]),
+            ("status as int64",
+             lambda f: replace(f, "cases/status", data=f["cases/status"][...].astype("i8")),
+             ["/cases/status", "1-D integer dataset of 1 bytes"]),
+            ("negative counter", set_value("cases/hits", 0, -7), ["/cases/hits[0] = -7"]),
+            ("head outside the case", set_value("heads/head", 0, 99), ["head 99"]),
+            ("id not its line", set_value("cases/id", 0, 5), ["/cases/id[0] = 5"]),
+            ("no line", lambda f: f.__delitem__("cases/line"), ["line"])]:
+        c.append(Case(f"verify merge {name}", merge, 2, says, setup=reports(mutate),
+                      keep=("m.h5",)))
+    c += [
+        Case("verify merge out is an input", merge[:-1] + ["{d}/a.h5"], 2,
+             ["a.h5", "the same file"], setup=reports(), keep=("a.h5",)),
+        Case("verify merge out links to an input", merge[:-1] + ["{d}/link.h5"], 2,
+             ["link.h5", "the same file"],
+             setup=lambda ctx, d: (reports()(ctx, d), os.symlink(os.path.join(d, "a.h5"),
+                                                                os.path.join(d, "link.h5"))),
+             keep=("a.h5",)),
+        Case("verify merge a case twice", merge[:4] + ["{d}/a.h5"] + merge[4:], 2,
+             ["case 0", "more than one report"], setup=reports(), keep=("m.h5",)),
+        Case("verify merge of a trace", ["mac-verify", "--merge", "{d}/t.h5", "--out",
+                                         "{d}/m.h5"], 2, ["t.h5", "schema"],
+             setup=lambda ctx, d: golden(ctx, d), keep=("m.h5",)),
     ]
     return c
 
@@ -357,8 +527,10 @@ def run_case(ctx, case, d):
         if case.vmem:
             resource.setrlimit(resource.RLIMIT_AS, (case.vmem, case.vmem))
 
-    p = subprocess.Popen(argv, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         preexec_fn=limits)
+    # stdout and stderr go to files, not pipes: a process the program left behind (the case
+    # that a killed parent's shards outlive it) must not hold the driver up.
+    logs = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    p = subprocess.Popen(argv, cwd=d, stdout=logs[0], stderr=logs[1], preexec_fn=limits)
     if case.kill:
         sig, when = case.kill
         if when == "tmp":  # as soon as a temporary exists: the write is under way
@@ -369,8 +541,11 @@ def run_case(ctx, case, d):
             time.sleep(when)
         if p.poll() is None:
             p.send_signal(sig)
-    out, err = p.communicate(timeout=600)
-    err = err.decode(errors="replace")
+    p.wait(timeout=600)
+    logs[1].seek(0)
+    err = logs[1].read().decode(errors="replace")
+    for f in logs:
+        f.close()
     rc = p.returncode if p.returncode >= 0 else 128 - p.returncode
     problems = []
     if rc != case.code:
