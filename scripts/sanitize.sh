@@ -13,8 +13,11 @@ t1=$(date +%s)
 # Leaks are reported (LeakSanitizer is on); UBSan prints a stack and stops at the first report.
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Every CTest test with C++ in it, the smoke certification (mac_verify_smoke_cpu) included;
-# not the ones that run Python alone (the figures' redraw, the recorder).
-ctest --preset asan -j "$(nproc)" -E '^(plot_study_redraws_|record_trace_)'
+# not the ones that run Python alone (the figures' redraw, the recorder), nor the plugin
+# that kills itself with SIGSEGV on purpose (ASan's handler turns the signal the test
+# expects into exit 1; the normal build runs it).
+ctest --preset asan -j "$(nproc)" \
+  -E '^(plot_study_redraws_|record_trace_|mac_verify_plugin_fault_segfault$)'
 t2=$(date +%s)
 bash scripts/fuzz.sh
 t3=$(date +%s)
