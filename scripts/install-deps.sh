@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ git pkg-config clang-format
       libeigen3-dev libboost-test-dev libhdf5-dev libcli11-dev
       python3 python3-numpy python3-h5py python3-matplotlib
-      python3-venv python3-dev)
+      python3-venv python3-dev
+      clang libclang-rt-14-dev libomp-14-dev)  # the asan preset: sanitizers, libFuzzer, OpenMP
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

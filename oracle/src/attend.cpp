@@ -264,8 +264,11 @@ void check_queries(const ref::LayerData& layer, const std::vector<SegmentQuery>&
     for (size_t j = 0; j < q.cuts.size(); ++j) {
       require(0 <= q.cuts[j] && q.cuts[j] <= layer.tokens, "oracle: query ", qi, ": cut ",
               q.cuts[j], " outside [0, ", layer.tokens, "]");
-      require(j == 0 || q.cuts[j - 1] <= q.cuts[j], "oracle: query ", qi, ": cuts decrease at ",
-              q.cuts[j - 1], " > ", q.cuts[j]);
+      // Not `j == 0 || ...`: require's message arguments are evaluated either way, and
+      // cuts[j - 1] at j = 0 reads before the vector (UBSan's finding).
+      if (j > 0)
+        require(q.cuts[j - 1] <= q.cuts[j], "oracle: query ", qi, ": cuts decrease at ",
+                q.cuts[j - 1], " > ", q.cuts[j]);
     }
   }
 }

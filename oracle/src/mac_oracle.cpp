@@ -21,7 +21,9 @@ MacOracle::MacOracle(const LayerData& layer, double scale, const MacParams& para
   require(0 <= prefill && prefill <= layer.tokens, "MacOracle: prefill P = ", prefill,
           " outside [0, ", layer.tokens, "]");
   const int64_t hq = layer.num_q_heads, g = layer.group_size(), d = layer.head_dim;
-  ring_.assign(static_cast<size_t>(hq * params_.ring), Slot{-1, State::empty(d)});
+  slots_ = std::min(params_.ring, std::max<int64_t>(layer.tokens, 1));
+  ring_.assign(static_cast<size_t>(checked_product("oracle ring [Hq, slots]", {hq, slots_})),
+               Slot{-1, State::empty(d)});
 
   // Prefill entries: entry(p) = attn(q_post(p), [Fe(E(p)), E(p))) for p ∈ [max(0, P−M), P),
   // a batch of positions per engine call (the engine parallelises inside each call).
@@ -44,7 +46,8 @@ MacOracle::MacOracle(const LayerData& layer, double scale, const MacParams& para
 
 const State* MacOracle::entry(int64_t head, int64_t pos) const {
   if (head < 0 || head >= layer_.num_q_heads || pos < 0) return nullptr;
-  const Slot& s = ring_[head * params_.ring + pos % params_.ring];
+  if (pos >= layer_.tokens) return nullptr;  // never held: slots cover positions < T
+  const Slot& s = ring_[head * slots_ + pos % slots_];
   return s.pos == pos ? &s.state : nullptr;
 }
 

@@ -13,7 +13,7 @@ template <typename T>
 Ring<T>::Ring(int64_t capacity, int64_t num_heads, int64_t head_dim)
     : capacity_(capacity),
       num_heads_(num_heads),
-      entries_(static_cast<size_t>(capacity * num_heads)) {
+      entries_(static_cast<size_t>(checked_product("ring [Hq, slots]", {num_heads, capacity}))) {
   for (auto& e : entries_) e.state = AttnState<T>::empty(head_dim);
 }
 
@@ -29,7 +29,11 @@ DecodeStepper<T>::DecodeStepper(const LayerData& layer, double softmax_scale,
           " is not a multiple of num_kv_heads = ", layer.num_kv_heads);
   require(std::isfinite(softmax_scale) && softmax_scale > 0, "softmax_scale = ", softmax_scale,
           " must be finite and > 0");
-  ring_ = Ring<T>(params_.ring, layer.num_q_heads, layer.head_dim);
+  layer.check_logit_range(softmax_scale, "layer");
+  // Positions are < T, so a ring of M ≥ T never wraps and its slot p mod M is slot p mod T:
+  // min(M, T) slots per head hold the same entries (M itself may be as large as kMaxTokens).
+  ring_ = Ring<T>(std::min(params_.ring, std::max<int64_t>(layer.tokens, 1)), layer.num_q_heads,
+                  layer.head_dim);
   threshold_ = match_threshold(layer.head_dim, params_.tau);
 }
 

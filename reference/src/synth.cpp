@@ -106,14 +106,20 @@ bool probability(double x) { return std::isfinite(x) && x >= 0 && x <= 1; }
 }  // namespace
 
 void SynthParams::validate() const {
-  require(tokens >= 1, "synthetic tokens = ", tokens, " must be >= 1");
-  require(num_layers >= 1, "synthetic num_layers = ", num_layers, " must be >= 1");
-  require(num_kv_heads >= 1, "synthetic num_kv_heads = ", num_kv_heads, " must be >= 1");
-  require(num_q_heads >= 1 && num_q_heads % num_kv_heads == 0,
+  require(tokens >= 1 && tokens <= kMaxTokens, "synthetic tokens = ", tokens,
+          " must be >= 1 and <= ", kMaxTokens);
+  require(num_layers >= 1 && num_layers <= kMaxLayers, "synthetic num_layers = ", num_layers,
+          " must be >= 1 and <= ", kMaxLayers);
+  require(num_kv_heads >= 1 && num_kv_heads <= kMaxHeads, "synthetic num_kv_heads = ", num_kv_heads,
+          " must be >= 1 and <= ", kMaxHeads);
+  require(num_q_heads >= 1 && num_q_heads <= kMaxHeads && num_q_heads % num_kv_heads == 0,
           "synthetic num_q_heads = ", num_q_heads,
-          " must be a positive multiple of num_kv_heads = ", num_kv_heads);
+          " must be a positive multiple of num_kv_heads = ", num_kv_heads, " and <= ", kMaxHeads);
   require(supported_head_dim(head_dim), "synthetic head_dim = ", head_dim,
           " is not supported (64, 128 or 256)");
+  // The whole trace is held in memory: its query arrays (the largest) bound it.
+  checked_product("synthetic trace queries [layers, T, Hq, D]",
+                  {num_layers, tokens, num_q_heads, head_dim});
   require(std::isfinite(rope_theta) && rope_theta > 0, "synthetic rope_theta = ", rope_theta,
           " must be finite and > 0");
   require(finite_nonneg(mean_scale), "synthetic mean_scale = ", mean_scale,

@@ -5,6 +5,7 @@
 #include "mac/io/h5.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 using namespace mac;
@@ -108,6 +109,31 @@ BOOST_AUTO_TEST_CASE(files_that_are_not_hdf5_are_named) {
   std::fputs("not hdf5 at all", fp);
   std::fclose(fp);
   expect_input_error([&] { h5::open_file(junk); }, {"junk.h5", "not an HDF5 file"});
+}
+
+// A dataset may declare any shape at the cost of a few bytes (chunked, never written): reads
+// are checked against the element limit before anything is allocated, with no overflow of
+// rows × row (2^58 × 256 wraps a 64-bit product to 0).
+BOOST_AUTO_TEST_CASE(huge_declared_datasets_are_refused_before_allocation) {
+  ScratchDir dir;
+  const std::string p = dir.path("huge.h5");
+  {
+    const h5::Handle f = h5::create_file(p);
+    const hsize_t dims[3] = {hsize_t{1} << 58, 4, 64}, chunk[3] = {1, 4, 64};
+    h5::Handle space(H5Screate_simple(3, dims, nullptr));
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(dcpl.get(), 3, chunk);
+    h5::Handle ds(H5Dcreate2(f.get(), "q", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                             H5P_DEFAULT));
+    BOOST_REQUIRE(ds.valid());
+  }
+  BOOST_TEST(std::filesystem::file_size(p) < 100000u);
+  const h5::Handle f = h5::open_file(p);
+  const h5::Dataset ds = h5::open_dataset(f.get(), "q");
+  expect_input_error([&] { h5::read_rows<float>(ds, ds.dims[0]); },
+                     {"huge.h5", "'q'", "[288230376151711744, 4, 64]", "68719476736"});
+  expect_input_error([&] { h5::read<float>(f.get(), "q"); }, {"'q'", "68719476736"});
+  BOOST_TEST(h5::read_rows<float>(ds, 2).size() == 2u * 4 * 64);  // a few rows are fine
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -240,4 +240,20 @@ BOOST_AUTO_TEST_CASE(invalid_decisions_throw_naming_head_and_position) {
   check_throws_naming([&] { MacOracle(nonbf16, 0.125, prm, 10); }, "/k");
 }
 
+// M far beyond the layer (mac-sim --ring 2147483647 once asked for Hq x M slots): the oracle
+// keeps min(M, T) slots, which hold the same entries as a ring of exactly T.
+BOOST_AUTO_TEST_CASE(ring_beyond_the_layer_holds_the_same_entries) {
+  const auto l = random_layer(1100, 4, 2, 64, 25);
+  MacOracle huge(l, 0.125, small_params(mac::kMaxTokens, 16, 0), 1000);
+  MacOracle exact(l, 0.125, small_params(1100, 16, 0), 1000);
+  for (int64_t p : {0, 500, 999}) {
+    BOOST_REQUIRE(huge.entry(1, p) != nullptr);
+    BOOST_TEST(huge.entry(1, p)->lse == exact.entry(1, p)->lse);  // the same arithmetic
+  }
+  const auto a = huge.step(1000, all_hit(4, 990)), b = exact.step(1000, all_hit(4, 990));
+  for (size_t h = 0; h < a.heads.size(); ++h) BOOST_TEST(a.heads[h].out.lse == b.heads[h].out.lse);
+  BOOST_TEST(huge.entry(1, 1000) != nullptr);
+  BOOST_TEST(huge.entry(1, 1100) == nullptr);  // past the layer: never held
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -404,4 +404,23 @@ BOOST_AUTO_TEST_CASE(context_beyond_the_layer_is_refused) {
   BOOST_CHECK_THROW(st2.prefill(21), mac::InputError);
 }
 
+// A ring of M ≥ T never wraps: the stepper keeps min(M, T) slots per head, so M = 2^31 − 1
+// (which used to overflow M·Hq and crash) decodes exactly as M = T.
+BOOST_AUTO_TEST_CASE(a_ring_larger_than_the_layer_equals_a_ring_of_the_layer) {
+  auto l = mac::test::random_layer(96, 2, 1, 64, 50);
+  const double s = mac::test::default_scale(64);
+  MacParams huge{0.45, mac::kMaxTokens, 8, 0, 0}, exact{0.45, 96, 8, 0, 0};
+  DecodeStepper<double> a(l, s, huge), b(l, s, exact);
+  a.prefill(48);
+  b.prefill(48);
+  for (int64_t m = 48; m < 96; ++m) {
+    const auto ra = a.step(m), rb = b.step(m);
+    for (size_t h = 0; h < ra.heads.size(); ++h) {
+      BOOST_TEST(ra.heads[h].hit == rb.heads[h].hit);
+      BOOST_TEST(ra.heads[h].match_pos == rb.heads[h].match_pos);
+      BOOST_TEST(ra.heads[h].out.lse == rb.heads[h].out.lse);  // the same arithmetic: bit-equal
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

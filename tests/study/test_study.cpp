@@ -2,6 +2,7 @@
 // on hand-made cases, and resuming an interrupted sweep.
 #include <boost/test/unit_test.hpp>
 
+#include "mac/io/atomic_file.hpp"
 #include "mac/io/trace_io.hpp"
 #include "mac/ref/bf16.hpp"
 #include "mac/study/study.hpp"
@@ -325,11 +326,15 @@ BOOST_AUTO_TEST_CASE(rerun_computes_only_missing_runs) {
   const auto runs = fs::path(cfg.out_dir) / "runs";
   fs::remove(runs / (lost + ".h5"));
   fs::resize_file(runs / (cut + ".h5"), fs::file_size(runs / (cut + ".h5")) / 2);
-  std::ofstream(runs / (first.computed[3] + ".h5.tmp.99999")) << "partial";
+  // A temporary of a process that no longer runs (pids stay below 2^22): the resume removes it.
+  const std::string mine = io::temporary_name((runs / (first.computed[3] + ".h5")).string());
+  const std::string stale = mine.substr(0, mine.rfind('.') + 1) + "999999999";
+  std::ofstream(stale) << "partial";
   const auto resumed = run_sweep(cfg);
   const std::set<std::string> redone(resumed.computed.begin(), resumed.computed.end());
   BOOST_TEST(redone == (std::set<std::string>{lost, cut}));
   BOOST_TEST(resumed.skipped.size() == 2u);
+  BOOST_TEST(!fs::exists(stale));
 
   // A changed configuration is a new run; the old ones stay.
   cfg.taus = {0.1, 0.6, 0.9};

@@ -149,6 +149,21 @@ BOOST_AUTO_TEST_CASE(bad_lines_name_the_column) {
   BOOST_TEST(bad("K", "-2").find("depth_cap K = -2") != std::string::npos);
   BOOST_TEST(bad("N", "-1").find("refresh N = -1") != std::string::npos);
   BOOST_CHECK_THROW(parse_case("1\t2"), InputError);
+  // Checked before narrowing to int: 2^32 + 2 once ran as Hkv = 2.
+  BOOST_TEST(bad("Hkv", "4294967298").find("Hkv = 4294967298 is outside [1, 4096]") !=
+             std::string::npos);
+  BOOST_TEST(bad("steps", "99999999999999999999").find("not an integer") != std::string::npos);
+  BOOST_TEST(bad("smoke", "2").find("smoke = 2") != std::string::npos);
+}
+
+// A case line (as reports and failure files store it) parses back to the same case, also for
+// a tau that six digits do not hold.
+BOOST_AUTO_TEST_CASE(lines_keep_every_digit) {
+  auto c = builtin_matrix()[5];
+  c.tau = 0.123456789;
+  const auto back = parse_case(c.to_line());
+  BOOST_TEST(back.tau == c.tau);
+  BOOST_TEST(builtin_matrix()[5].to_line().find("\t0.45\t") != std::string::npos);  // short stays
 }
 
 BOOST_AUTO_TEST_CASE(inputs_deterministic_and_bf16_exact) {

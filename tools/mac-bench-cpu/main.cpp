@@ -13,13 +13,15 @@
  *  match, so every head misses: the stepper's worst case (full context every step); the
  *  oracle step costs one pass over the keys either way.
  *  Timings: median, min and max over --reps repetitions (after one warm-up).
+ *  Exit status and messages: docs/cli.md.
  */
+#include "mac/cli/cli.hpp"
+#include "mac/io/atomic_file.hpp"
 #include "mac/oracle/oracle.hpp"
 #include "mac/ref/bf16.hpp"
 #include "mac/ref/stepper.hpp"
 
 #include <omp.h>
-#include <CLI/CLI.hpp>
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -27,8 +29,8 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -119,33 +121,35 @@ int main(int argc, char** argv) {
   uint64_t seed = 20261129;
   bool quick = false, no_sim = false;
   std::string csv;
-  app.add_option("--heads", hq, "query heads Hq")->check(CLI::PositiveNumber);
-  app.add_option("--kv-heads", hkv, "KV heads Hkv")->check(CLI::PositiveNumber);
-  app.add_option("--dim", d, "head dimension D (64, 128, 256)");
+  using mac::cli::range;
+  // Every count is bounded so that no product of them overflows or asks for an absurd
+  // allocation before the layer's own checked_product (mac::kMaxElements) sees it.
+  app.add_option("--heads", hq, "query heads Hq")->check(range<int64_t>(1, mac::kMaxHeads));
+  app.add_option("--kv-heads", hkv, "KV heads Hkv")->check(range<int64_t>(1, mac::kMaxHeads));
+  app.add_option("--dim", d, "head dimension D")->check(CLI::IsMember({64, 128, 256}));
   app.add_option("--context", context, "context length (keys per full attention)")
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
-  app.add_option("--reps", reps, "timed repetitions (>= 1; median, min, max)")
-      ->check(CLI::PositiveNumber);
+      ->check(range<int64_t>(2, int64_t{1} << 20));
+  app.add_option("--reps", reps, "timed repetitions (median, min, max)")->check(range(1, 10000));
   app.add_option("--steps", steps, "decode steps timed per repetition for the simulator cost")
-      ->check(CLI::PositiveNumber);
+      ->check(range<int64_t>(1, int64_t{1} << 20));
   app.add_option("--ring", ring,
                  "ring M for the simulator part (prefill cost scales linearly in M)")
-      ->check(CLI::PositiveNumber);
+      ->check(range<int64_t>(1, int64_t{1} << 20));
   app.add_option("--target-steps", target_steps, "steps of the extrapolated simulation")
-      ->check(CLI::PositiveNumber);
+      ->check(range<int64_t>(1, mac::kMaxTokens));
   app.add_option("--threads", threads, "OpenMP threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(range(0, mac::kMaxThreads));
   app.add_option("--seed", seed, "seed of the synthetic data");
   app.add_option("--csv", csv, "also write the results as CSV to this file");
   app.add_flag("--quick", quick, "small smoke run (Hq=8, Hkv=2, context 4096, 3 reps)");
   app.add_flag("--no-sim", no_sim, "skip the simulator part");
-  CLI11_PARSE(app, argc, argv);
-  try {
+  if (auto rc = mac::cli::parse(app, argc, argv, "mac-bench-cpu")) return *rc;
+  return mac::cli::run("mac-bench-cpu", [&] {
     if (quick) {
       hq = 8, hkv = 2, context = 4096, reps = 3, steps = 2, ring = 16;
     }
-    mac::require(mac::supported_head_dim(d), "--dim ", d, " is not supported (64, 128 or 256)");
     mac::require(hq % hkv == 0, "--heads ", hq, " is not a multiple of --kv-heads ", hkv);
+    if (!csv.empty()) mac::io::check_output(csv, "--csv");
     if (threads > 0) omp_set_num_threads(threads);
     const int nthreads = omp_get_max_threads();
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -283,23 +287,14 @@ int main(int argc, char** argv) {
         "(K+V float32)\n",
         100.0 * base.median / full.median, kv_bytes);
     if (!csv.empty()) {
-      const std::string tmp = csv + ".tmp";
-      {
-        std::ofstream f(tmp);
-        mac::require(static_cast<bool>(f), "--csv: cannot write ", tmp);
-        f << "measure,median,min,max,unit,heads,kv_heads,dim,context,threads\n";
-        for (const auto& r : rows)
-          f << '"' << r.name << "\"," << r.s.median << ',' << r.s.min << ',' << r.s.max << ','
-            << r.unit << ',' << hq << ',' << hkv << ',' << d << ',' << context << ',' << nthreads
-            << '\n';
-        mac::require(static_cast<bool>(f), "--csv: write to ", tmp, " failed");
-      }
-      mac::require(std::rename(tmp.c_str(), csv.c_str()) == 0, "--csv: cannot rename ", tmp, " to ",
-                   csv);
+      std::ostringstream f;
+      f << "measure,median,min,max,unit,heads,kv_heads,dim,context,threads\n";
+      for (const auto& r : rows)
+        f << '"' << r.name << "\"," << r.s.median << ',' << r.s.min << ',' << r.s.max << ','
+          << r.unit << ',' << hq << ',' << hkv << ',' << d << ',' << context << ',' << nthreads
+          << '\n';
+      mac::io::write_text_file(csv, f.str());
     }
-  } catch (const mac::InputError& e) {
-    std::fprintf(stderr, "mac-bench-cpu: %s\n", e.what());
-    return 2;
-  }
-  return 0;
+    return mac::cli::kOk;
+  });
 }

@@ -8,7 +8,12 @@
 // random over all (row, head) pairs: exactly round((1−f)·N·Hq) of them. Each timed replay
 // writes entry(m) into slot m mod M; the bench restores that slot between replays (outside
 // the timed region) so every replay sees the same decisions.
-#include <CLI/CLI.hpp>
+//
+// Exit status and messages: docs/cli.md. The flags are checked before the device is looked
+// for, so a bad flag is exit 2 on any machine; --csv is written under a temporary name and
+// renamed when the grid is done.
+#include "mac/cli/cli.hpp"
+#include "mac/io/atomic_file.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -36,7 +41,7 @@ namespace {
 [[maybe_unused]] void check(const Status& s, const char* what) {
   if (!s.ok()) {
     std::fprintf(stderr, "mac-bench: %s: %s: %s\n", what, to_string(s.code), s.message.c_str());
-    std::exit(1);
+    std::exit(mac::cli::kCannotFinish);  // the atexit hook removes the --csv temporary
   }
 }
 #define CHECK(x) check((x), #x)
@@ -60,7 +65,7 @@ struct Options {
     cudaError_t e_ = (x);                                                      \
     if (e_ != cudaSuccess) {                                                   \
       std::fprintf(stderr, "mac-bench: %s: %s\n", #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                            \
+      std::exit(mac::cli::kCannotFinish);                                      \
     }                                                                          \
   } while (0)
 
@@ -103,22 +108,25 @@ Timing time_replays(Engine& e, cudaStream_t s, int warmup, int reps, F between) 
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"mac-bench: CUDA-graph replay timings of full-attention and MAC decode steps"};
-  app.add_option("--hkv", o.hkv, "KV heads (list)");
-  app.add_option("--batch", o.batch, "batch sizes (list)");
-  app.add_option("--ctx", o.ctx, "contexts, kv_len (list)");
-  app.add_option("--hit", o.hit, "hit fractions (list)");
-  app.add_option("--hq", o.hq, "query heads");
-  app.add_option("--head-dim", o.d, "head dimension");
-  app.add_option("--ring", o.ring, "M");
-  app.add_option("--tail", o.tail, "r");
-  app.add_option("--max-lag", o.max_lag, "hit lags uniform in 1..max-lag");
-  app.add_option("--reps", o.reps, "timed replays (median reported)")->check(CLI::Range(1, 100000));
-  app.add_option("--warmup", o.warmup, "warm-up replays");
+  using mac::cli::range;
+  app.add_option("--hkv", o.hkv, "KV heads (list)")->check(range(1, 256));
+  app.add_option("--batch", o.batch, "batch sizes (list)")->check(range(1, 1 << 16));
+  app.add_option("--ctx", o.ctx, "contexts, kv_len (list)")->check(range(1, kMaxContext));
+  app.add_option("--hit", o.hit, "hit fractions (list)")->check(range(0.0, 1.0));
+  app.add_option("--hq", o.hq, "query heads")->check(range(1, 256));
+  app.add_option("--head-dim", o.d, "head dimension")->check(CLI::IsMember({64, 128, 256}));
+  app.add_option("--ring", o.ring, "M")->check(range(1, 1 << 20));
+  app.add_option("--tail", o.tail, "r")->check(range(0, kMaxContext));
+  app.add_option("--max-lag", o.max_lag, "hit lags uniform in 1..max-lag")
+      ->check(range(1, 1 << 20));
+  app.add_option("--reps", o.reps, "timed replays (median reported)")->check(range(1, 100000));
+  app.add_option("--warmup", o.warmup, "warm-up replays")->check(range(0, 100000));
   app.add_option(
-      "--chunk", o.chunk,
-      "keys per work item (0: chosen per step on the device; the CSV shows the one used)");
+         "--chunk", o.chunk,
+         "keys per work item (0: chosen per step on the device; the CSV shows the one used)")
+      ->check(range(0, kMaxContext));
   app.add_option("--seed", o.seed, "seed");
-  app.add_option("--page-size", o.page_size, "tokens per KV page")->check(CLI::Range(1, 65536));
+  app.add_option("--page-size", o.page_size, "tokens per KV page")->check(range(1, 65536));
   app.add_option("--layout", o.layout,
                  "KV page layout: nhd = [pages, page_size, Hkv, D] (the API default), "
                  "hnd = [pages, Hkv, page_size, D] (through the stride fields)")
@@ -139,7 +147,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"separate", "joint", "interleaved"}));
   app.add_option("--kv-pad", o.kv_pad,
                  "bytes between the K and V pools of --kv-pool joint (a multiple of 16)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+      ->check(range<int64_t>(0, int64_t{1} << 30));
   app.add_option("--amend", o.amend, "amend kernel variant: default, cpasync, bulk")
       ->check(CLI::IsMember({"default", "cpasync", "bulk"}));
   app.add_option("--schedule", o.schedule,
@@ -159,39 +167,55 @@ int main(int argc, char** argv) {
   // The engine's tuning fields (EngineConfig::tuning, mac_cuda.hpp), for same-call A/Bs of one
   // binary; Engine::create refuses a value out of range, naming the field.
   app.add_option("--kv-evict-first", o.tuning.kv_evict_first,
-                 "L2 evict_first on the amend kernel's K/V copies: -1 auto, 0 never, 1 always");
+                 "L2 evict_first on the amend kernel's K/V copies: -1 auto, 0 never, 1 always")
+      ->check(range(-1, 1));
   app.add_option("--parts-discard", o.tuning.parts_discard,
-                 "the combine drops the partials' L2 lines: -1 auto, 0 never, 1 always");
+                 "the combine drops the partials' L2 lines: -1 auto, 0 never, 1 always")
+      ->check(range(-1, 1));
   app.add_option("--parts-evict-last", o.tuning.parts_evict_last,
-                 "partial states stored evict_last: -1 auto, 0 never, 1 always");
+                 "partial states stored evict_last: -1 auto, 0 never, 1 always")
+      ->check(range(-1, 1));
   app.add_option(
-      "--pdl-edges", o.tuning.pdl_edges,
-      "kernel boundaries launched as programmatic dependents, a mask 0..15 (-1: from --pdl)");
+         "--pdl-edges", o.tuning.pdl_edges,
+         "kernel boundaries launched as programmatic dependents, a mask 0..15 (-1: from --pdl)")
+      ->check(range(-1, 15));
   app.add_option("--amend-blocks-per-sm", o.tuning.amend_blocks_per_sm,
-                 "cap of the persistent amend grid in blocks per SM (0: none)");
+                 "cap of the persistent amend grid in blocks per SM (0: none)")
+      ->check(range(0, 32));
   app.add_option("--amend-blocks", o.tuning.amend_blocks,
-                 "cap of the persistent amend grid in blocks (0: none)");
-  CLI11_PARSE(app, argc, argv);
+                 "cap of the persistent amend grid in blocks (0: none)")
+      ->check(range(0, 1 << 20));
+  if (auto rc = mac::cli::parse(app, argc, argv, "mac-bench")) return *rc;
   if (o.kv_pad % 16 != 0) {
-    std::fprintf(stderr, "mac-bench: --kv-pad = %lld must be a multiple of 16\n",
+    std::fprintf(stderr, "mac-bench: error: --kv-pad %lld is not a multiple of 16\n",
                  static_cast<long long>(o.kv_pad));
-    return 2;
+    return mac::cli::kBadInput;
   }
+  std::unique_ptr<mac::io::Temporary> csv_tmp;  // --csv is written here, renamed when done
+  const int csv_ok = mac::cli::run("mac-bench", [&] {
+    if (!o.csv.empty()) {
+      mac::io::check_output(o.csv, "--csv");
+      csv_tmp = std::make_unique<mac::io::Temporary>(o.csv);
+    }
+    return mac::cli::kOk;
+  });
+  if (csv_ok != mac::cli::kOk) return csv_ok;
 
 #if !MAC_CUDA_ENABLED
   std::fprintf(stderr, "mac-bench: built without CUDA; nothing to measure\n");
-  return 77;
+  return mac::cli::kNoDevice;
 #else
   if (!cuda_device_present()) {
     std::fprintf(stderr, "mac-bench: no CUDA device: %s\n", device_description().c_str());
-    return 77;
+    return mac::cli::kNoDevice;
   }
   std::FILE* out = stdout;
-  if (!o.csv.empty()) {
-    out = std::fopen(o.csv.c_str(), "w");
+  if (csv_tmp) {
+    out = std::fopen(csv_tmp->path().c_str(), "w");
     if (!out) {
-      std::fprintf(stderr, "mac-bench: cannot open %s\n", o.csv.c_str());
-      return 1;
+      std::fprintf(stderr, "mac-bench: error: --csv %s: cannot create %s\n", o.csv.c_str(),
+                   csv_tmp->path().c_str());
+      return mac::cli::kCannotFinish;
     }
   }
   double read_gbps = 0;
@@ -426,7 +450,18 @@ int main(int argc, char** argv) {
     }
   }
   CHECK(stream_destroy(sv));
-  if (out != stdout) std::fclose(out);
-  return 0;
+  if (out != stdout) {
+    const bool written = std::ferror(out) == 0 && std::fflush(out) == 0;
+    if (std::fclose(out) != 0 || !written) {
+      std::fprintf(stderr, "mac-bench: error: --csv %s: writing %s failed; nothing written\n",
+                   o.csv.c_str(), csv_tmp->path().c_str());
+      return mac::cli::kCannotFinish;
+    }
+    return mac::cli::run("mac-bench", [&] {
+      csv_tmp->commit();
+      return mac::cli::kOk;
+    });
+  }
+  return mac::cli::kOk;
 #endif
 }

@@ -5,6 +5,7 @@
 #include "explain.hpp"
 #include "report.hpp"
 
+#include "mac/cli/cli.hpp"
 #include "mac/io/atomic_file.hpp"
 #include "mac/io/h5.hpp"
 #include "mac/io/run_dump.hpp"
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,9 +33,6 @@ namespace {
 
 using mac::tools::SimConfig;
 using mac::tools::StepRecord;
-
-/*! Exit status of a run refused by --strict because it would be degenerate. */
-constexpr int kExitDegenerate = 3;
 
 /*! A degenerate configuration, refused under --strict. */
 struct Degenerate : std::runtime_error {
@@ -83,8 +82,10 @@ int main(int argc, char** argv) {
       "every layer,\nwith a configuration chosen for its length and printed "
       "(MAC_SIM_DEFAULT_TRACE: "
       "another place to find it). --synthetic: the "
-      "embedded synthetic trace.\nExit status: 0 done, 1 internal error, 2 bad input, 3 a "
-      "degenerate run refused by --strict."};
+      "embedded synthetic trace.\nExit status (docs/cli.md): 0 done, 2 bad input, 3 a "
+      "degenerate run refused by --strict, 4 a failed write, 5 an internal error."};
+  using mac::kMaxTokens;
+  using mac::cli::range;
   std::string trace_path, dump_path, json_path, variant = "split", precision = "fp32",
                                                 storage = "production", prefill_mode = "direct";
   int64_t layer = -1, prefill = -1, steps = 0, explain_head = 0;
@@ -98,27 +99,41 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_flag("--synthetic", synthetic, "run the embedded synthetic trace instead")
       ->excludes("--trace");
-  app.add_option("--layer", layer, "layer index (default: 0 for --trace, all layers otherwise)");
+  app.add_option("--layer", layer, "layer index (default: 0 for --trace, all layers otherwise)")
+      ->check(range<int64_t>(0, mac::kMaxLayers - 1));
+  // Unset (−1 inside) means tokens / 2; a value given must be a real prompt length.
   app.add_option("--prefill", prefill,
-                 "P: positions < P are prompt, the rest are decode steps (default: tokens/2)");
+                 "P: positions < P are prompt, the rest are decode steps (default: tokens/2)")
+      ->check(range<int64_t>(1, kMaxTokens));
   app.add_option("--steps", steps,
                  "decode steps to run (default: to the end; 1024 on the synthetic trace)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(range<int64_t>(0, kMaxTokens));
   app.add_option("--tau", p.tau, "match margin tau; hit iff d2 < 2*D*(1-tau)^2")
+      ->check(mac::cli::range_below(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--ring", p.ring, "M, ring capacity (built-in jobs: chosen, see above)")
+      ->check(range<int64_t>(1, kMaxTokens))
       ->capture_default_str();
   app.add_option("--tail", p.tail, "r, exact tail / rectification width (built-in jobs: chosen)")
+      ->check(range<int64_t>(0, kMaxTokens))
       ->capture_default_str();
-  app.add_option("--sinks", p.sinks, "F, front sink tokens")->capture_default_str();
+  app.add_option("--sinks", p.sinks, "F, front sink tokens")
+      ->check(range<int64_t>(0, kMaxTokens))
+      ->capture_default_str();
   app.add_option("--gen-min", p.gen_min, "minimum position for reuse (built-in jobs: P)")
+      ->check(range<int64_t>(0, kMaxTokens))
       ->capture_default_str();
-  app.add_option("--variant", variant, "split | downdate")->capture_default_str();
+  app.add_option("--variant", variant, "split | downdate")
+      ->check(CLI::IsMember({"split", "downdate"}))
+      ->capture_default_str();
   app.add_option("--precision", precision, "stepper arithmetic: fp32 | fp64")
+      ->check(CLI::IsMember({"fp32", "fp64"}))
       ->capture_default_str();
   app.add_option("--storage", storage, "ring states: production (BF16 o, FP32 L) | full")
+      ->check(CLI::IsMember({"production", "full"}))
       ->capture_default_str();
   app.add_option("--prefill-mode", prefill_mode, "prefill entries: direct | downdate")
+      ->check(CLI::IsMember({"direct", "downdate"}))
       ->capture_default_str();
   app.add_option("--dump", dump_path, "write the run dump (HDF5, schema mac-run v1) of the layer");
   app.add_option("--json", json_path,
@@ -126,10 +141,14 @@ int main(int argc, char** argv) {
                  "decisions at every step)");
   app.add_flag("--explain", explain,
                "print every stage of a few decode steps of one head (the teaching view)");
-  app.add_option("--explain-head", explain_head, "query head to explain")->capture_default_str();
+  app.add_option("--explain-head", explain_head, "query head to explain")
+      ->check(range<int64_t>(0, mac::kMaxHeads - 1))
+      ->capture_default_str();
   app.add_option("--explain-steps", explain_steps,
-                 "positions to explain (default: the first miss and the first hit of the head)")
-      ->delimiter(',');
+                 "positions to explain, decode steps of the run (default: the first miss and the "
+                 "first hit of the head)")
+      ->delimiter(',')
+      ->check(range<int64_t>(0, kMaxTokens));
   app.add_flag("--per-head", per_head, "print each head's hit rate, keys read and worst error");
   bool reference_points = false;
   app.add_flag("--reference-points,!--no-reference-points", reference_points,
@@ -140,13 +159,14 @@ int main(int argc, char** argv) {
                "refuse a degenerate run (exit status 3) instead of warning about it");
   app.add_option("--seed", synth.seed, "seed of the synthetic trace")->capture_default_str();
   app.add_option("--synth-tokens", synth.tokens, "tokens of the synthetic trace")
+      ->check(range<int64_t>(1, kMaxTokens))
       ->capture_default_str();
   app.add_option("--synth-model", synth_model,
                  "synthetic model: v2 (calibrated against the SmolLM2 fixture) | v1 "
                  "(docs/synthetic-traces.md)")
       ->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress lines");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = mac::cli::parse(app, argc, argv, "mac-sim")) return *rc;
 
   try {
     const auto cfg_variant = mac::parse_variant(variant);
@@ -168,6 +188,18 @@ int main(int argc, char** argv) {
           from_env ? " (MAC_SIM_DEFAULT_TRACE)" : " (the source tree this mac-sim was built from)",
           ": give --trace FILE, set MAC_SIM_DEFAULT_TRACE, or use --synthetic for the "
           "embedded synthetic trace");
+    }
+    // The outputs are checked before anything is read or computed (docs/cli.md): each can
+    // be created, is no input and not the other output.
+    mac::require(explain || explain_steps.empty(), "--explain-steps needs --explain");
+    const std::string input = synthetic ? std::string() : trace_path;
+    if (!dump_path.empty()) {
+      mac::io::check_output(dump_path, "--dump");
+      mac::io::refuse_if_same_file(dump_path, {input});
+    }
+    if (!json_path.empty()) {
+      mac::io::check_output(json_path, "--json");
+      mac::io::refuse_if_same_file(json_path, {input, dump_path});
     }
     mac::ref::Trace trace;
     std::vector<int64_t> layers;
@@ -233,6 +265,7 @@ int main(int argc, char** argv) {
     js.end_object();
     js.begin_array("layers");
 
+    mac::io::RunDump dump;  // of the one layer --dump writes
     std::vector<mac::sim::LayerRun> runs;
     std::vector<mac::sim::Explained> explained;
     int64_t explained_prefill = -1;
@@ -267,7 +300,8 @@ int main(int argc, char** argv) {
       run.tail = p.tail;
       if (li == 0) {
         std::printf(
-            "  config: tau %.4g, M %lld, r %lld, F %lld, gen_min %lld, %s, %s, storage %s; prefill "
+            "  config: tau %.4g, M %lld, r %lld, F %lld, gen_min %lld, %s, %s, storage %s; "
+            "prefill "
             "P = %lld, %lld decode steps (positions %lld to %lld)\n",
             p.tau, (long long)p.ring, (long long)p.tail, (long long)p.sinks, (long long)p.gen_min,
             variant.c_str(), precision.c_str(), storage.c_str(), (long long)cfg.prefill,
@@ -280,14 +314,11 @@ int main(int argc, char** argv) {
               (long long)T);
         for (const auto& w : mac::tools::config_warnings(L, cfg)) warn(w, strict);
         for (const int64_t m : explain_steps)
-          if (explain && (m < first || m > last))
-            warn(mac::msg("--explain-steps ", m, " is not a decode step of this run (they are ",
-                          first, " to ", last, "; positions below P = ", cfg.prefill,
-                          " are the prompt): nothing to explain there"),
-                 strict);
+          mac::require(m >= first && m <= last, "--explain-steps ", m,
+                       " is not a decode step of this run: they are [", first, ", ", last,
+                       "] (positions below P = ", cfg.prefill, " are the prompt)");
       }
 
-      mac::io::RunDump dump;
       const bool want_dump = !dump_path.empty();
       if (want_dump) {
         dump.resize(cfg.num_steps(L), L.num_q_heads, L.head_dim);
@@ -357,10 +388,6 @@ int main(int argc, char** argv) {
           run.warnings.push_back(w);
         }
       mac::sim::print_layer(run, per_head);
-      if (want_dump) {
-        mac::io::write_run_dump(dump_path, dump);
-        std::printf("  wrote run dump %s\n", dump_path.c_str());
-      }
       mac::sim::layer_json(js, run);
       if (explain_this) explained_prefill = run.prefill;
       runs.push_back(std::move(run));
@@ -392,19 +419,30 @@ int main(int argc, char** argv) {
       js.end_object();
     }
     js.end_object();
+    // Both outputs are complete under temporary names before either is renamed: a failed
+    // --json write leaves the old dump (and the old summary) in place.
+    std::optional<mac::io::Temporary> dump_tmp, json_tmp;
+    if (!dump_path.empty()) {
+      dump_tmp.emplace(dump_path);
+      mac::io::write_run_dump(dump_tmp->path(), dump);
+    }
     if (!json_path.empty()) {
-      mac::io::write_text_file(json_path, js.str());
+      json_tmp.emplace(json_path);
+      mac::io::write_text_file(json_tmp->path(), js.str());
+    }
+    if (dump_tmp) {
+      dump_tmp->commit();
+      std::printf("  wrote run dump %s\n", dump_path.c_str());
+    }
+    if (json_tmp) {
+      json_tmp->commit();
       std::printf("\nwrote JSON summary %s\n", json_path.c_str());
     }
   } catch (const Degenerate& e) {
     std::fprintf(stderr, "mac-sim: error: %s\n", e.what());
-    return kExitDegenerate;
-  } catch (const mac::InputError& e) {
-    std::fprintf(stderr, "mac-sim: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mac-sim: error: %s\n", e.what());
-    return 1;
+    return mac::cli::kIncomplete;
+  } catch (...) {
+    return mac::cli::failed("mac-sim");
   }
-  return 0;
+  return mac::cli::kOk;
 }

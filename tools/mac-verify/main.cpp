@@ -10,10 +10,13 @@
 //   mac-verify --export DIR [--caps FILE]      the file protocol: inputs out ...
 //   mac-verify --grade DIR                     ... and the outputs a program wrote graded
 //
-// Exit status: 0 PASS (every applicable case ran and passed); 1 a case failed or erred;
-// 2 bad usage or input; 3 INCOMPLETE (a case was skipped by --time-limit, --max-cost or
-// --max-context, or none was applicable); 77 GPU mode without a CUDA device (skipped).
+// Exit status (docs/cli.md): 0 PASS (every applicable case ran and passed); 1 a case failed
+// or erred; 2 bad usage or input; 3 INCOMPLETE (a case was skipped by --time-limit,
+// --max-cost or --max-context, or none was applicable); 4 a write failed; 5 an internal
+// error; 77 GPU mode without a CUDA device (skipped).
+#include "mac/cli/cli.hpp"
 #include "mac/cuda/mac_cuda.hpp"
+#include "mac/io/atomic_file.hpp"
 #include "mac/tools/progress.hpp"
 #include "mac/verify/check.hpp"
 #include "mac/verify/cuda_impl.hpp"
@@ -23,18 +26,23 @@
 #include "mac/verify/sha256.hpp"
 
 #include <omp.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -54,25 +62,52 @@ std::string utc_now() {
   return b;
 }
 
-std::vector<int> parse_ids(const std::string& s) {
+/*! `t` as a whole decimal integer in [0, n), or an InputError naming `flag` and `what`. */
+int parse_index(const std::string& t, const std::string& flag, const std::string& what, int64_t n) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  require(!t.empty() && ec == std::errc() && end == t.data() + t.size(), flag, ": '", t, "' in '",
+          what, "' is not a non-negative integer");
+  require(v >= 0 && v < n, flag, ": ", v, " in '", what, "' is outside [0, ", n - 1, "]");
+  return static_cast<int>(v);
+}
+
+/*! A list of ids, e.g. "3,7,100-102" (ranges inclusive), each in [0, n): every token a whole
+ *  integer or A-B with A <= B, both ends checked before the range is expanded, and no id
+ *  twice (a report holds each case once). InputError naming `flag` and the token. */
+std::vector<int> parse_ids(const std::string& s, const std::string& flag, int64_t n) {
   std::vector<int> ids;
-  std::stringstream ss(s);
-  std::string t;
-  while (std::getline(ss, t, ',')) {
-    const auto dash = t.find('-');
-    char* end = nullptr;
-    if (dash != std::string::npos && dash > 0) {
-      const long a = std::strtol(t.substr(0, dash).c_str(), &end, 10);
-      const long b = std::strtol(t.substr(dash + 1).c_str(), &end, 10);
-      require(*end == 0 && a <= b, "--case range '", t, "' is not A-B");
-      for (long k = a; k <= b; ++k) ids.push_back(static_cast<int>(k));
-    } else {
-      const long a = std::strtol(t.c_str(), &end, 10);
-      require(!t.empty() && *end == 0, "--case '", t, "' is not a case id");
-      ids.push_back(static_cast<int>(a));
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  auto add = [&](int id) {
+    require(!seen[static_cast<size_t>(id)], flag, ": ", id, " is given twice in '", s, "'");
+    seen[static_cast<size_t>(id)] = true;
+    ids.push_back(id);
+  };
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    const std::string t = s.substr(at, comma - at);
+    at = comma + 1;
+    const auto dash = t.find('-', 1);
+    if (dash == std::string::npos) {
+      add(parse_index(t, flag, s, n));
+      continue;
     }
+    const int a = parse_index(t.substr(0, dash), flag, s, n);
+    const int b = parse_index(t.substr(dash + 1), flag, s, n);
+    require(a <= b, flag, ": range '", t, "' is not A-B with A <= B");
+    for (int k = a; k <= b; ++k) add(k);
   }
   return ids;
+}
+
+/*! --shard k/N: two whole integers, 1 <= N <= 65536 and 0 <= k < N. */
+std::pair<int, int> parse_shard(const std::string& shard) {
+  const auto slash = shard.find('/');
+  require(slash != std::string::npos, "--shard: '", shard, "' is not k/N");
+  const int n = parse_index(shard.substr(slash + 1), "--shard", shard, 65537);
+  require(n >= 1, "--shard: N = 0 in '", shard, "' (N is at least 1)");
+  return {parse_index(shard.substr(0, slash), "--shard", shard, n), n};
 }
 
 /*! Deterministic shard k of N: cases sorted by cost (descending, then id) are dealt to the
@@ -141,16 +176,6 @@ std::string certificate_path(const std::string& report) {
   return std::filesystem::path(report).replace_extension(".md").string();
 }
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream o(tmp);
-    require(o.good(), "cannot write '", tmp, "'");
-    o << text;
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 std::string join_args(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
@@ -196,19 +221,24 @@ int main(int argc, char** argv) {
   app.add_option("--devices", devices,
                  "GPU mode: spread shards over these device ordinals (e.g. 0,1,2,3 or all), one "
                  "process per device (x --jobs-per-device); reports are merged");
+  using mac::cli::range;
   app.add_option("--jobs-per-device", jobs_per_device, "processes per device with --devices")
-      ->check(CLI::Range(1, 64));
+      ->check(range(1, 64));
   app.add_option("--max-cost", max_cost,
                  "CPU/model mode: skip cases whose estimated reference cost (key x head "
-                 "evaluations) exceeds this (0 = no cap)");
+                 "evaluations) exceeds this (0 = no cap)")
+      ->check(range(0.0, 1e300));
   app.add_option("--max-context", max_context,
-                 "skip cases whose largest kv_len exceeds this (0 = no cap)");
+                 "skip cases whose largest kv_len exceeds this (0 = no cap)")
+      ->check(range<int64_t>(0, kMaxTokens));
   app.add_option(
-      "--time-limit", time_limit,
-      "stop starting cases after this many seconds; the rest are reported as skipped (0 = none)");
+         "--time-limit", time_limit,
+         "stop starting cases after this many seconds; the rest are reported as skipped (0 = none)")
+      ->check(range(0.0, 1e9));
   app.add_option("--max-repro", max_repro,
                  "write reproducer files for at most this many failing cases per process (the "
-                 "replay command is printed for all)");
+                 "replay command is printed for all)")
+      ->check(range(0, 1 << 20));
   app.add_option("--out", out, "report file (HDF5, schema mac-verify)");
   app.add_option("--fail-dir", fail_dir,
                  "where failed cases' reproducer files go (default: the report's directory)");
@@ -225,7 +255,8 @@ int main(int argc, char** argv) {
                  "no crash isolation, no timeout)");
   app.add_option("--case-timeout", case_timeout,
                  "plugin: seconds a case may take in the plugin before it is killed and the case "
-                 "is an ERROR (0 = none)");
+                 "is an ERROR (0 = none)")
+      ->check(range(0.0, 1e9));
   app.add_option("--nonce", nonce_arg,
                  "mixed into every case's seed (hex 0x... or decimal; 0 = the matrix's seeds). "
                  "Default: drawn afresh by --impl plugin: and --export, 0 otherwise");
@@ -233,7 +264,8 @@ int main(int argc, char** argv) {
                  "file protocol: write the selected cases' inputs to this directory");
   app.add_option("--export-case", export_case,
                  "file protocol: export this one case (to --export DIR, default "
-                 "mac-verify-export-case<N>)");
+                 "mac-verify-export-case<N>)")
+      ->check(range(0, std::numeric_limits<int>::max()));
   app.add_option("--caps", caps_file,
                  "file protocol: the implementation's declared capabilities (key = value lines, "
                  "docs/verification.md); cases outside them are not exported (not applicable)");
@@ -242,14 +274,9 @@ int main(int argc, char** argv) {
   app.add_option("--outputs", outputs_dir, "--grade: the outputs' directory (default DIR/outputs)");
   app.add_flag("--quiet", quiet, "no progress line");
   app.add_flag("--no-summary", no_summary, "do not print the summary table");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;  // --help is not an error; bad usage is exit status 2
-  }
+  if (auto rc = mac::cli::parse(app, argc, argv, "mac-verify")) return *rc;
 
-  try {
+  return mac::cli::run("mac-verify", [&]() -> int {
     std::vector<CaseSpec> matrix;
     if (!matrix_file.empty()) {
       std::ifstream f(matrix_file);
@@ -272,6 +299,10 @@ int main(int argc, char** argv) {
     }
 
     if (!merge.empty()) {
+      // The output is checked before any input is read: writable, and none of the inputs
+      // (a merge onto its own shard would destroy it).
+      io::check_output(out, "--out");
+      for (const auto& p : merge) io::refuse_if_same_file(out, {p});
       std::vector<Report> parts;
       for (const auto& p : merge) parts.push_back(read_report(p));
       Report r = merge_reports(parts);
@@ -311,6 +342,14 @@ int main(int argc, char** argv) {
     const Fault f = parse_fault(fault);
     require(mode == "model" || f == Fault::kNone, "--fault needs --mode model");
     require(!production || mode == "cpu", "--production-storage needs --mode cpu");
+    const auto [shard_k, shard_n] = parse_shard(shard);
+    // The report and its certificate are checked before anything is computed: writable, and
+    // no input of this run.
+    if (!exporting)
+      for (const std::string& o : {out, certificate_path(out)}) {
+        io::check_output(o, "--out");
+        io::refuse_if_same_file(o, {matrix_file, replay, caps_file});
+      }
 
     // The run's nonce (with_nonce): given, taken from a replay file or an export, drawn afresh
     // for an implementation from outside the driver, else none.
@@ -350,17 +389,16 @@ int main(int argc, char** argv) {
       if (export_dir.empty()) export_dir = msg("mac-verify-export-case", export_case);
     } else if (!grade_dir.empty()) {
       // The export's cases, or those of them named by --case.
-      const auto ids = case_ids.empty() ? std::vector<int>{} : parse_ids(case_ids);
+      const auto ids = case_ids.empty()
+                           ? std::vector<int>{}
+                           : parse_ids(case_ids, "--case", static_cast<int64_t>(matrix.size()));
       for (const auto& c : grade_set.cases)
         if (ids.empty() || std::find(ids.begin(), ids.end(), c.id) != ids.end()) cases.push_back(c);
       subset_name =
           case_ids.empty() ? "export:" + grade_dir : "export:" + grade_dir + ":" + case_ids;
     } else if (!case_ids.empty()) {
-      for (int id : parse_ids(case_ids)) {
-        require(id >= 0 && id < static_cast<int>(matrix.size()), "--case ", id, " is outside 0..",
-                matrix.size() - 1);
+      for (int id : parse_ids(case_ids, "--case", static_cast<int64_t>(matrix.size())))
         cases.push_back(matrix[static_cast<size_t>(id)]);
-      }
       subset_name = "case:" + case_ids;
     } else {
       bool known = subset == "all" || subset == "smoke";
@@ -370,15 +408,6 @@ int main(int argc, char** argv) {
           cases.push_back(c);
       }
       require(known, "--subset '", subset, "' is not all, smoke or a family name");
-    }
-    int shard_k = 0, shard_n = 1;
-    {
-      const auto slash = shard.find('/');
-      require(slash != std::string::npos, "--shard '", shard, "' is not k/N");
-      shard_k = std::atoi(shard.substr(0, slash).c_str());
-      shard_n = std::atoi(shard.substr(slash + 1).c_str());
-      require(shard_n >= 1 && shard_k >= 0 && shard_k < shard_n, "--shard '", shard,
-              "' needs 0 <= k < N");
     }
     bool gpu = mode == "gpu";
 
@@ -420,7 +449,7 @@ int main(int argc, char** argv) {
         }
         for (int i = 0; i < n; ++i) devs.push_back(i);
       } else {
-        for (int d : parse_ids(devices)) devs.push_back(d);
+        for (int d : parse_ids(devices, "--devices", 1024)) devs.push_back(d);
       }
       const int N = static_cast<int>(devs.size()) * jobs_per_device;
       const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -455,9 +484,14 @@ int main(int argc, char** argv) {
         if (time_limit > 0) args.insert(args.end(), {"--time-limit", msg(time_limit)});
         args.insert(args.end(), {"--max-repro", msg(max_repro)});
         if (quiet || k > 0) args.push_back("--quiet");  // one progress line is enough
+        const pid_t parent = getpid();
         const pid_t pid = fork();
         require(pid >= 0, "fork failed");
         if (pid == 0) {
+          // A killed parent (even SIGKILL) takes its shards with it; the check after prctl
+          // covers a parent that died before it took effect.
+          prctl(PR_SET_PDEATHSIG, SIGKILL);
+          if (getppid() != parent) _exit(2);
           setenv("CUDA_VISIBLE_DEVICES", msg(dev).c_str(), 1);
           setenv("OMP_NUM_THREADS", msg(std::max(1u, cores / static_cast<unsigned>(N))).c_str(), 1);
           std::vector<char*> cargs;
@@ -633,15 +667,9 @@ int main(int argc, char** argv) {
     meta.finished = utc_now();
     meta.environment = environment();
     write_report(out, report);
-    write_text_atomic(certificate_path(out), certificate_markdown(report, replays, ""));
+    io::write_text_file(certificate_path(out), certificate_markdown(report, replays, ""));
     if (!no_summary) std::cout << summary_table(report);
     std::cout << "report: " << out << "\ncertificate: " << certificate_path(out) << "\n";
     return report.exit_code();
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "mac-verify: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mac-verify: error: %s\n", e.what());
-    return 2;
-  }
+  });
 }

@@ -1,8 +1,11 @@
 #include "mac/verify/case.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 namespace mac::verify {
@@ -86,15 +89,25 @@ const std::vector<std::string>& matrix_columns() {
 }
 
 namespace {
+/*! The shortest %g form (at least 6 digits) that reads back as `x`: a case line (stored in
+ *  reports and failure files) must parse back to the same case. */
 std::string fmt_double(double x) {
-  std::ostringstream os;
-  os << x;
-  return os.str();
+  char b[40];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(b, sizeof b, "%.*g", digits, x);
+    if (std::strtod(b, nullptr) == x) break;
+  }
+  return b;
 }
-int64_t to_int(const std::string& col, const std::string& s) {
+/*! An integer column in [lo, hi]: checked before it is narrowed to the field's type, so
+ *  Hkv 4294967298 is refused instead of running as 2. */
+int64_t to_int(const std::string& col, const std::string& s, int64_t lo, int64_t hi) {
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(s.c_str(), &end, 10);
-  require(!s.empty() && end && *end == 0, "matrix column ", col, " = '", s, "' is not an integer");
+  require(!s.empty() && end && *end == 0 && errno == 0, "matrix column ", col, " = '", s,
+          "' is not an integer");
+  require(v >= lo && v <= hi, "matrix column ", col, " = ", v, " is outside [", lo, ", ", hi, "]");
   return v;
 }
 double to_double(const std::string& col, const std::string& s) {
@@ -148,16 +161,19 @@ CaseSpec parse_case(const std::string& line) {
     const size_t i = k++;
     return {cols[i], f[i]};
   };
-  auto I = [&]() {
+  // Every integer column is bounded: positions by kMaxTokens, the shape by what validate()
+  // accepts (it narrows further), flags to 0 or 1.
+  auto I = [&](int64_t lo, int64_t hi) {
     auto p = next();
-    return to_int(p.first, p.second);
+    return to_int(p.first, p.second, lo, hi);
   };
   auto Dd = [&]() {
     auto p = next();
     return to_double(p.first, p.second);
   };
   auto S = [&]() { return next().second; };
-  c.id = static_cast<int>(I());
+  constexpr int64_t kInt = std::numeric_limits<int>::max();
+  c.id = static_cast<int>(I(0, kInt));
   c.family = S();
   {
     auto p = next();
@@ -166,28 +182,28 @@ CaseSpec parse_case(const std::string& line) {
     require(!p.second.empty() && *end == 0, "matrix column seed = '", p.second,
             "' is not an integer");
   }
-  c.D = static_cast<int>(I());
-  c.G = static_cast<int>(I());
-  c.Hkv = static_cast<int>(I());
-  c.batch = static_cast<int>(I());
-  c.ctx = I();
-  c.dctx = I();
-  c.ps = static_cast<int>(I());
-  c.M = I();
-  c.r = I();
-  c.F = I();
-  c.gen_min = I();
+  c.D = static_cast<int>(I(1, 256));
+  c.G = static_cast<int>(I(1, 16));
+  c.Hkv = static_cast<int>(I(1, kMaxHeads / 16));
+  c.batch = static_cast<int>(I(1, 256));
+  c.ctx = I(2, kMaxTokens);
+  c.dctx = I(0, kMaxTokens);
+  c.ps = static_cast<int>(I(1, kMaxTokens));
+  c.M = I(1, kMaxTokens);
+  c.r = I(0, kMaxTokens);
+  c.F = I(0, kMaxTokens);
+  c.gen_min = I(0, kMaxTokens);
   c.tau = Dd();
-  c.steps = I();
+  c.steps = I(1, kMaxTokens);
   c.hit = Dd();
   c.lags = S();
   c.ready = S();
-  c.graph = I() != 0;
+  c.graph = I(0, 1) != 0;
   c.k3 = S();
   c.special = S();
-  c.smoke = I() != 0;
-  c.K = I();
-  c.N = I();
+  c.smoke = I(0, 1) != 0;
+  c.K = I(-1, kMaxTokens);
+  c.N = I(0, kMaxTokens);
   c.validate();
   return c;
 }

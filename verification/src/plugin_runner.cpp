@@ -126,8 +126,11 @@ std::string encode_ranges(const std::vector<abi::Range>& r) {
 }
 
 std::vector<abi::Range> decode_ranges(const std::string& s, size_t offset) {
+  require(offset <= s.size(), "plugin protocol: ranges at ", offset, " past a message of ",
+          s.size(), " bytes");
   std::vector<abi::Range> r((s.size() - offset) / sizeof(abi::Range));
-  std::memcpy(r.data(), s.data() + offset, r.size() * sizeof(abi::Range));
+  // memcpy with a null pointer is undefined even for 0 bytes (UBSan: no ranges, no data()).
+  if (!r.empty()) std::memcpy(r.data(), s.data() + offset, r.size() * sizeof(abi::Range));
   return r;
 }
 

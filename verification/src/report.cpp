@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 namespace mac::verify {
@@ -77,6 +78,39 @@ const std::vector<Field<HeadMetrics, double>>& head_f64() {
   static const auto f =
       with(error_maxima<HeadMetrics>(), {{"min_abs_margin", &HeadMetrics::min_abs_margin}});
   return f;
+}
+
+/*! One numeric column of a report's group: a 1-D dataset of `n` elements whose file type
+ *  is T's class and size (HDF5 would otherwise convert, clamping an int64 into int8), so a
+ *  column shorter than the cases it describes is refused instead of read past. */
+template <typename T>
+std::vector<T> column(hid_t g, const std::string& path, const char* group, const char* name,
+                      size_t n) {
+  const h5::Dataset ds = h5::open_dataset(g, name);
+  constexpr H5T_class_t cls = std::is_integral_v<T> ? H5T_INTEGER : H5T_FLOAT;
+  require(ds.type_class == cls && ds.type_size == sizeof(T) && ds.dims.size() == 1, "report '",
+          path, "': /", group, "/", name, " is not a 1-D ",
+          std::is_integral_v<T> ? "integer" : "float", " dataset of ", sizeof(T), " bytes");
+  require(ds.dims[0] == n, "report '", path, "': /", group, "/", name, " has ", ds.dims[0],
+          " elements, expected ", n);
+  return h5::read<T>(g, name, static_cast<int64_t>(n));
+}
+
+/*! A string column of `n` elements. */
+std::vector<std::string> string_column(hid_t g, const std::string& path, const char* group,
+                                       const char* name, size_t n) {
+  auto v = h5::read_strings(g, name);
+  require(v.size() == n, "report '", path, "': /", group, "/", name, " has ", v.size(),
+          " elements, expected ", n);
+  return v;
+}
+
+/*! A counter read from a report: never negative. */
+int64_t counter(int64_t v, const std::string& path, const char* group, const char* name,
+                size_t row) {
+  require(v >= 0, "report '", path, "': /", group, "/", name, "[", row, "] = ", v,
+          " is negative (a count)");
+  return v;
 }
 
 }  // namespace
@@ -259,37 +293,52 @@ Report read_report(const std::string& path) {
   m.threads = static_cast<int>(h5::attr_int64(f, "threads"));
   h5::Handle group = h5::open_group(f, "cases");
   hid_t g = group.get();
+  // Every column is checked against the case count `id` declares, its dtype and its
+  // values' range before it is used (a merge trusts nothing a report says).
   const auto id = h5::read<int64_t>(g, "id");
-  const auto st = h5::read<int8_t>(g, "status");
-  const auto line = h5::read_strings(g, "line");
-  const auto message = h5::read_strings(g, "message");
-  r.cases.resize(id.size());
-  for (size_t i = 0; i < id.size(); ++i) {
+  const size_t n = id.size();
+  const auto st = column<int8_t>(g, path, "cases", "status", n);
+  const auto line = string_column(g, path, "cases", "line", n);
+  const auto message = string_column(g, path, "cases", "message", n);
+  r.cases.resize(n);
+  std::map<int64_t, size_t> index;
+  for (size_t i = 0; i < n; ++i) {
     r.cases[i].spec = parse_case(line[i]);
+    require(r.cases[i].spec.id == id[i], "report '", path, "': /cases/id[", i, "] = ", id[i],
+            " is not the id of its line (", r.cases[i].spec.id, ")");
+    require(index.emplace(id[i], i).second, "report '", path, "': case ", id[i], " appears twice");
+    require(st[i] >= static_cast<int>(CaseStatus::kPass) &&
+                st[i] <= static_cast<int>(CaseStatus::kNotApplicable),
+            "report '", path, "': /cases/status[", i, "] = ", int{st[i]},
+            " is not a case status (0 pass, 1 fail, 2 skip, 3 error, 4 not applicable)");
     r.cases[i].status = static_cast<CaseStatus>(st[i]);
     r.cases[i].message = message[i];
   }
   for (const auto& fl : case_i64()) {
-    const auto v = h5::read<int64_t>(g, fl.name);
-    for (size_t i = 0; i < v.size() && i < r.cases.size(); ++i) r.cases[i].*(fl.p) = v[i];
+    const auto v = column<int64_t>(g, path, "cases", fl.name, n);
+    for (size_t i = 0; i < n; ++i) r.cases[i].*(fl.p) = counter(v[i], path, "cases", fl.name, i);
   }
   for (const auto& fl : case_f64()) {
-    const auto v = h5::read<double>(g, fl.name);
-    for (size_t i = 0; i < v.size() && i < r.cases.size(); ++i) r.cases[i].*(fl.p) = v[i];
+    const auto v = column<double>(g, path, "cases", fl.name, n);
+    for (size_t i = 0; i < n; ++i) r.cases[i].*(fl.p) = v[i];
   }
   group = h5::open_group(f, "heads");
   g = group.get();
   const auto cid = h5::read<int64_t>(g, "case_id");
-  const auto req = h5::read<int64_t>(g, "request");
-  const auto head = h5::read<int64_t>(g, "head");
-  const auto failed = h5::read<int8_t>(g, "failed");
-  std::map<int64_t, size_t> index;
-  for (size_t i = 0; i < r.cases.size(); ++i) index[r.cases[i].spec.id] = i;
-  std::vector<std::pair<size_t, size_t>> where(cid.size());
-  for (size_t k = 0; k < cid.size(); ++k) {
+  const size_t rows = cid.size();
+  const auto req = column<int64_t>(g, path, "heads", "request", rows);
+  const auto head = column<int64_t>(g, path, "heads", "head", rows);
+  const auto failed = column<int8_t>(g, path, "heads", "failed", rows);
+  std::vector<std::pair<size_t, size_t>> where(rows);
+  for (size_t k = 0; k < rows; ++k) {
     auto it = index.find(cid[k]);
     require(it != index.end(), "report '", path, "': head row ", k, " names unknown case ", cid[k]);
     auto& c = r.cases[it->second];
+    require(req[k] >= 0 && req[k] < c.spec.batch && head[k] >= 0 && head[k] < c.spec.Hq() &&
+                (failed[k] == 0 || failed[k] == 1),
+            "report '", path, "': head row ", k, " (request ", req[k], ", head ", head[k],
+            ", failed ", int{failed[k]}, ") is outside case ", cid[k], "'s ", c.spec.batch,
+            " requests and ", c.spec.Hq(), " heads");
     HeadMetrics hm;
     hm.request = static_cast<int>(req[k]);
     hm.head = static_cast<int>(head[k]);
@@ -298,14 +347,14 @@ Report read_report(const std::string& path) {
     where[k] = {it->second, c.heads.size() - 1};
   }
   for (const auto& fl : head_i64()) {
-    const auto v = h5::read<int64_t>(g, fl.name);
-    for (size_t k = 0; k < v.size(); ++k)
-      r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
+    const auto v = column<int64_t>(g, path, "heads", fl.name, rows);
+    for (size_t k = 0; k < rows; ++k)
+      r.cases[where[k].first].heads[where[k].second].*(fl.p) =
+          counter(v[k], path, "heads", fl.name, k);
   }
   for (const auto& fl : head_f64()) {
-    const auto v = h5::read<double>(g, fl.name);
-    for (size_t k = 0; k < v.size(); ++k)
-      r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
+    const auto v = column<double>(g, path, "heads", fl.name, rows);
+    for (size_t k = 0; k < rows; ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
   }
   return r;
 }

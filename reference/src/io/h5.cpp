@@ -101,6 +101,25 @@ hsize_t product(const std::vector<hsize_t>& dims) {
   return n;
 }
 
+/*! \brief Elements of `rows` rows of a dataset of shape `dims`, checked against
+ *  mac::max_elements() before anything is allocated (a file may declare any shape: a
+ *  chunked dataset never written costs a few bytes whatever its dimensions). */
+int64_t checked_elements(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims,
+                         hsize_t rows) {
+  std::vector<hsize_t> shape = dims;
+  if (!shape.empty()) shape[0] = rows;
+  const int64_t limit = max_elements();
+  int64_t n = 1;
+  for (const hsize_t d : shape) {
+    const bool over =
+        d > static_cast<hsize_t>(limit) || (d != 0 && n > limit / static_cast<int64_t>(d));
+    require(!over, file_name(loc), ": dataset '", name, "' of shape ", shape_str(dims),
+            " has more than ", limit, " elements (the limit of one array)");
+    n *= static_cast<int64_t>(d);
+  }
+  return n;
+}
+
 }  // namespace
 
 void Handle::reset() {
@@ -220,6 +239,9 @@ std::string attr_string(hid_t loc, const std::string& name) {
   }
   // One byte more than stored, NUL-terminated: a fully used fixed string keeps its last character.
   const size_t n = H5Tget_size(ftype.get());
+  constexpr size_t kMaxAttrString = size_t{1} << 20;  // names and provenance, not data
+  require(n <= kMaxAttrString, file_name(loc), ": attribute '", name, "' is a string of ", n,
+          " bytes, more than ", kMaxAttrString);
   Handle mtype(H5Tcopy(H5T_C_S1));
   H5Tset_size(mtype.get(), n + 1);
   H5Tset_strpad(mtype.get(), H5T_STR_NULLTERM);
@@ -322,10 +344,9 @@ std::vector<T> read_rows(const Dataset& ds, hsize_t rows) {
   const hid_t id = ds.id.get();
   require(!ds.dims.empty() && rows <= ds.dims[0], file_name(id), ": dataset '", ds.name,
           "': cannot read ", rows, " rows of shape ", shape_str(ds.dims));
-  hsize_t row = 1;
-  for (size_t i = 1; i < ds.dims.size(); ++i) row *= ds.dims[i];
-  std::vector<T> out(static_cast<size_t>(rows * row), T{});
-  if (rows == 0 || row == 0) return out;
+  const int64_t n = checked_elements(id, ds.name, ds.dims, rows);
+  std::vector<T> out(static_cast<size_t>(n), T{});
+  if (n == 0) return out;
   std::vector<hsize_t> start(ds.dims.size(), 0), count = ds.dims;
   count[0] = rows;
   Handle fspace(H5Dget_space(id));
@@ -341,7 +362,7 @@ std::vector<T> read_rows(const Dataset& ds, hsize_t rows) {
 template <typename T>
 std::vector<T> read(hid_t loc, const std::string& name, int64_t expect) {
   const Dataset ds = open_dataset(loc, name);
-  const auto n = static_cast<int64_t>(product(ds.dims));
+  const int64_t n = checked_elements(loc, name, ds.dims, ds.dims.empty() ? 0 : ds.dims[0]);
   require(expect < 0 || n == expect, file_name(loc), ": dataset '", name, "' has ", n,
           " elements, expected ", expect);
   std::vector<T> v(static_cast<size_t>(n));
@@ -355,6 +376,7 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name) {
   const Dataset ds = open_dataset(loc, name);
   require(ds.type_class == H5T_STRING && ds.dims.size() == 1, file_name(loc), ": dataset '", name,
           "' must be a 1-D string dataset");
+  checked_elements(loc, name, ds.dims, ds.dims[0]);
   Handle type = string_type(Str::kVariable, 0);
   Handle space(H5Dget_space(ds.id.get()));
   std::vector<char*> p(static_cast<size_t>(ds.dims[0]), nullptr);

@@ -95,6 +95,7 @@ LayerData read_layer(hid_t f, const std::string& file, const TraceMeta& m, int64
   std::vector<float>* arrays[4] = {&L.q_pre, &L.q_post, &L.k, &L.v};
   for (int i = 0; i < 4; ++i) *arrays[i] = h5::read_rows<float>(ds[i], rows);
   L.validate(file + ": " + base);
+  L.check_logit_range(m.softmax_scale, file + ": " + base);
   return L;
 }
 

@@ -12,10 +12,13 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <exception>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -496,7 +499,15 @@ RunResult read_run(const std::string& path) {
   // The spec's steps is what was asked (0 = to the end); the key records it.
   const auto stored_key = h5::attr_string(id, key::kKey);
   const auto sp = stored_key.find(";steps=");
-  s.steps = sp == std::string::npos ? S : std::stoll(stored_key.substr(sp + 7));
+  if (sp == std::string::npos) {
+    s.steps = S;
+  } else {
+    const char* digits = stored_key.c_str() + sp + 7;
+    char* end = nullptr;
+    errno = 0;
+    s.steps = std::strtoll(digits, &end, 10);
+    require(end != digits && errno == 0, "'", path, "': stored key has no number after ';steps='");
+  }
   require(s.key() == stored_key, "'", path, "': stored key does not match its attributes");
   r.seconds = h5::attr_double(id, key::kSeconds);
   r.cpu_seconds = h5::attr_double(id, key::kCpuSeconds);
@@ -834,6 +845,31 @@ namespace {
 double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 }  // namespace
 
+namespace {
+
+/*! The outputs of a sweep: the tables in DIR, one file per run in runs/, the exact cache in
+ *  exact/. Checked before anything is computed: the directories can be created and written,
+ *  no table is an input trace, and the temporaries of killed earlier sweeps are removed. */
+void prepare_output_dir(const SweepConfig& cfg) {
+  const fs::path out(cfg.out_dir);
+  for (const char* sub : {"runs", "exact"}) {
+    std::error_code ec;
+    fs::create_directories(out / sub, ec);
+    require(!ec, "--out ", cfg.out_dir, ": cannot create directory '", (out / sub).string(), "' (",
+            ec.message(), ")");
+  }
+  io::check_output((out / "study.h5").string(), "--out");
+  io::check_output((out / "runs" / "run.h5").string(), "--out");
+  io::check_output((out / "exact" / "exact.h5").string(), "--out");
+  for (const char* table : {"study.h5", "runs.csv", "error_vs_depth.csv", "error_vs_lag.csv",
+                            "hit_rate.csv", "bound_hist.csv", "pairs.csv"})
+    for (const auto& trace : cfg.traces) io::refuse_if_same_file((out / table).string(), {trace});
+  for (const fs::path dir : {out, out / "runs", out / "exact"})
+    io::remove_stale_temporaries_in(dir.string());
+}
+
+}  // namespace
+
 SweepReport run_sweep(const SweepConfig& cfg) {
   require(!cfg.out_dir.empty(), "no output directory (--out)");
   require(!cfg.taus.empty() && !cfg.rings.empty() && !cfg.tails.empty() && !cfg.sinks.empty() &&
@@ -851,8 +887,16 @@ SweepReport run_sweep(const SweepConfig& cfg) {
           p.refresh = cfg.refresh;
           p.validate();
         }
-  fs::create_directories(fs::path(cfg.out_dir) / "runs");
-  fs::create_directories(fs::path(cfg.out_dir) / "exact");
+  for (auto l : cfg.layers)
+    require(l >= 0 && l < kMaxLayers, "layer ", l, " must be >= 0 and < ", kMaxLayers);
+  // −1 is "unset" (tokens / 2); any other value is the prompt length itself.
+  require(cfg.prefill == -1 || (cfg.prefill >= 1 && cfg.prefill <= kMaxTokens),
+          "prefill P = ", cfg.prefill, " must be >= 1 and <= ", kMaxTokens);
+  require(cfg.steps >= 0 && cfg.steps <= kMaxTokens, "steps = ", cfg.steps,
+          " must be >= 0 and <= ", kMaxTokens);
+  require(cfg.threads >= 0 && cfg.threads <= kMaxThreads, "threads = ", cfg.threads,
+          " must be >= 0 and <= ", kMaxThreads);
+  prepare_output_dir(cfg);
   const auto t0 = std::chrono::steady_clock::now();
   const double c0 = cpu_seconds();
   SweepReport rep;
@@ -973,7 +1017,7 @@ SweepReport run_sweep(const SweepConfig& cfg) {
       };
       const int threads = rep.threads;
       const auto n = static_cast<int64_t>(pending.size());
-      std::vector<std::string> errors(pending.size());
+      std::vector<std::exception_ptr> errors(pending.size());
       if (n >= threads && threads > 1) {
         // Parallel over runs; the stepper's own parallel region over heads runs on one thread.
         omp_set_max_active_levels(1);
@@ -984,8 +1028,8 @@ SweepReport run_sweep(const SweepConfig& cfg) {
             write_run(run_path(cfg.out_dir, res.spec), res);
 #pragma omp atomic
             rep.runs_cpu_seconds += res.cpu_seconds;
-          } catch (const std::exception& e) {
-            errors[static_cast<size_t>(i)] = e.what();
+          } catch (...) {  // rethrown below, outside the parallel region, with its type
+            errors[static_cast<size_t>(i)] = std::current_exception();
           }
         }
       } else {
@@ -999,7 +1043,8 @@ SweepReport run_sweep(const SweepConfig& cfg) {
         }
       }
       prog.finish();
-      for (const auto& e : errors) require(e.empty(), e);
+      for (const auto& e : errors)
+        if (e) std::rethrow_exception(e);
       for (const auto& s : pending) rep.computed.push_back(s.hash());
     }
   }

@@ -124,14 +124,17 @@ class MacOracle {
     int64_t pos = -1;
     State state;
   };
-  Slot& slot(int64_t head, int64_t pos) { return ring_[head * params_.ring + pos % params_.ring]; }
+  Slot& slot(int64_t head, int64_t pos) { return ring_[head * slots_ + pos % slots_]; }
 
   const mac::ref::LayerData& layer_;
   double scale_;
   mac::MacParams params_;
   int64_t prefill_;
   int64_t last_step_ = -1;
-  std::vector<Slot> ring_;  // [Hq][M]
+  // min(M, T) slots per head: for positions < T, slot p mod that is slot p mod M (M may be
+  // as large as kMaxTokens, far beyond the layer).
+  int64_t slots_ = 1;
+  std::vector<Slot> ring_;  // [Hq][slots_]
 };
 
 }  // namespace mac::oracle

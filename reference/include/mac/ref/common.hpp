@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -33,11 +34,54 @@ std::string msg(const Args&... args) {
   return os.str();
 }
 
+/*! \brief The shortest decimal form of `v` that reads back as the same double ("0.45",
+ *  "1e+300", "1000"), for messages a person reads; msg() prints every digit. */
+std::string shortest(double v);
+
 /*! \brief Throws InputError(msg(args...)) unless `ok`. */
 template <typename... Args>
 void require(bool ok, const Args&... args) {
   if (!ok) throw InputError(msg(args...));
 }
+
+// ---------------------------------------------------------------------------------------
+// Sizes from input. Every size computed from a file's dimensions or a flag is checked
+// against a stated limit before anything is allocated, in int64 without overflow.
+// ---------------------------------------------------------------------------------------
+
+/*! \brief Most elements one array built from input sizes may hold: 2^36 (256 GiB as
+ *  float32). More than the memory of any machine this code runs on (the largest GPU host
+ *  has 560 GiB for several such arrays), so a larger declared size is a corrupt or hostile
+ *  input, refused with a message instead of an allocation that aborts or an overflow. */
+inline constexpr int64_t kMaxElements = int64_t{1} << 36;
+
+/*! \brief The element limit in force for this process: kMaxElements unless lowered with
+ *  set_max_elements (the fuzzers lower it, so that a small file declaring a huge sparse
+ *  dataset cannot make them allocate gigabytes). */
+int64_t max_elements();
+/*! \brief Sets the element limit (1 ≤ n ≤ kMaxElements); returns the previous one. */
+int64_t set_max_elements(int64_t n);
+
+/*! \brief Most positions (tokens) of one layer: 2^31 − 1, so that a position fits the
+ *  int32 `kv_len` of the CUDA kernels and of the file protocol. */
+inline constexpr int64_t kMaxTokens = (int64_t{1} << 31) - 1;
+
+/*! \brief Most query or KV heads of one layer: 2^16 (the largest models have 128). */
+inline constexpr int64_t kMaxHeads = int64_t{1} << 16;
+
+/*! \brief Most layers of one trace: 2^16 (the largest models have about 128). */
+inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
+
+/*! \brief Most OpenMP threads a program accepts (`--threads`): more than any machine here
+ *  has cores, and small enough that a typo cannot make the runtime start a million threads. */
+inline constexpr int kMaxThreads = 1024;
+
+/*! \brief The product of `sizes`, each of which must be ≥ 0; InputError naming `what`, the
+ *  factors and the limit when the product exceeds `limit` (max_elements() when < 0),
+ *  computed without overflow: a factor is compared with limit / product-so-far before it is
+ *  multiplied in. */
+int64_t checked_product(const std::string& what, std::initializer_list<int64_t> sizes,
+                        int64_t limit = -1);
 
 /*! \brief How a cached ring state is held. */
 enum class StateStorage {
@@ -71,18 +115,19 @@ Precision parse_precision(const std::string& s);  //!< "fp32" | "fp64"
 
 /*! \brief MAC parameters (docs/semantics.md §3), with the spec's defaults. */
 struct MacParams {
-  double tau = 0.45;       //!< match margin τ; hit iff d2 < 2·D·(1−τ)²
-  int64_t ring = 512;      //!< M, ring capacity (candidates per head)
+  double tau = 0.45;       //!< match margin τ in [0, 1); hit iff d2 < 2·D·(1−τ)²
+  int64_t ring = 512;      //!< M, ring capacity (candidates per head), in [1, kMaxTokens]
   int64_t tail = 256;      //!< r, always-exact tail and rectification width
   int64_t sinks = 0;       //!< F, front sink tokens recomputed every step
   int64_t gen_min = 2048;  //!< minimum position m for a head to be eligible
-  // Policies that bound chains of reuse (DESIGN semantics §3.3): each turns a would-be hit
+  // Policies that bound chains of reuse (docs/semantics.md §3.3): each turns a would-be hit
   // into a miss of §3 (exact attention, exact entry written when ready).
   int64_t depth_cap = -1;  //!< K: a hit on an entry of chain depth ≥ K misses; −1: no cap
   int64_t refresh = 0;     //!< N: head h misses at every m with refresh_due(m, h, Hq, N); 0: off
 
-  /*! \brief Throws InputError naming the first bad value (τ finite and < 1, M ≥ 1,
-   *         r ≥ 0, F ≥ 0, gen_min ≥ 0, depth_cap ≥ −1, refresh ≥ 0). */
+  /*! \brief Throws InputError naming the first bad value and its range: τ in [0, 1),
+   *         M in [1, kMaxTokens], r, F and gen_min in [0, kMaxTokens], depth_cap ≥ −1,
+   *         refresh ≥ 0. */
   void validate() const;
 };
 

@@ -35,7 +35,8 @@ struct RingEntry {
   int64_t depth = 0;  //!< chain depth: 0 from a miss or prefill, k+1 from a hit on depth k
 };
 
-/*! \brief The per-head ring: capacity M, slot p mod M. */
+/*! \brief The per-head ring: `capacity` slots per head, position p in slot p mod capacity.
+ *  The stepper gives it min(M, T) slots, which for positions < T is slot p mod M. */
 template <typename T>
 class Ring {
  public:

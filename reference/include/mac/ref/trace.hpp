@@ -53,6 +53,11 @@ struct LayerData {
   /*! \brief Throws InputError naming the dataset on a shape mismatch, a NaN/Inf or a
    *         value that is not BF16-exact. `where` prefixes the message (e.g. "/layers/3"). */
   void validate(const std::string& where) const;
+  /*! \brief Throws InputError (prefixed by `where`) unless every logit s·q_post·k stays
+   *  inside FP32 range with room for the softmax: the Cauchy–Schwarz bound
+   *  B = s·max‖q_post‖·max‖k‖ must be ≤ FLT_MAX / 2, since x − max x spans up to 2B. A
+   *  larger scale (e.g. 1e300) would make the FP32 LSE infinite. */
+  void check_logit_range(double softmax_scale, const std::string& where) const;
 };
 
 /*! \brief A whole trace. */
