@@ -3,6 +3,7 @@
 // trace), measures every decode step against exact full attention (FP64), and writes one
 // HDF5 file per run plus the derived tables (CSV and study.h5). docs/study-format.md has the
 // schema, docs/results.md the commands and the plots.
+#include "mac/study/shard.hpp"
 #include "mac/study/study.hpp"
 
 #include <CLI/CLI.hpp>
@@ -59,11 +60,25 @@ int main(int argc, char** argv) {
   app.add_option("--seed", cfg.synth_seed, "seed of the embedded synthetic trace")
       ->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress lines");
+  // Job arrays (docs/study-format.md, "Shards"; scripts/slurm/study.sbatch).
+  std::string shard, merge;
+  app.add_option("--shard", shard,
+                 "compute only shard k of N (k/N, 0-based): a deterministic, cost-balanced slice "
+                 "of the sweep's runs; no tables (--merge writes them)");
+  app.add_option("--merge", merge,
+                 "compute nothing: check that the N shards left every run of the sweep in --out, "
+                 "then write the tables (the same sweep options as the shards)");
   CLI11_PARSE(app, argc, argv);
   cfg.bound = !no_bound;
   cfg.progress = !quiet;
 
   try {
+    if (!shard.empty()) {
+      const auto s = mac::study::parse_shard(shard);
+      cfg.shard_index = s.index;
+      cfg.shard_count = s.count;
+    }
+    if (!merge.empty()) cfg.merge_shards = mac::study::parse_shard_count(merge);
     const auto rep = mac::study::run_sweep(cfg);
     std::printf(
         "mac-study: %zu runs computed, %zu already done (skipped); %.1f s wall, %.1f s CPU (all "
@@ -72,6 +87,18 @@ int main(int argc, char** argv) {
         rep.computed.size(), rep.skipped.size(), rep.seconds, rep.cpu_seconds, rep.threads,
         rep.exact_seconds, rep.exact_cpu_seconds);
     for (const auto& h : rep.computed) std::printf("  computed %s\n", h.c_str());
+    if (cfg.shard_count > 1) {
+      std::printf(
+          "shard %lld/%lld: %lld of the sweep's %lld runs; tables: none (mac-study --merge "
+          "%lld with the same options writes them)\n",
+          static_cast<long long>(cfg.shard_index), static_cast<long long>(cfg.shard_count),
+          static_cast<long long>(rep.in_shard), static_cast<long long>(rep.planned),
+          static_cast<long long>(cfg.shard_count));
+      return 0;
+    }
+    if (cfg.merge_shards > 0)
+      std::printf("merge: all %lld runs of the sweep's %lld shards are complete\n",
+                  static_cast<long long>(rep.planned), static_cast<long long>(cfg.merge_shards));
     std::printf(
         "tables: %s/{runs,error_vs_depth,error_vs_lag,hit_rate,bound_hist,pairs}.csv and "
         "study.h5\n",
