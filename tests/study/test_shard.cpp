@@ -75,13 +75,15 @@ BOOST_AUTO_TEST_CASE(shards_partition_the_sweep_and_the_merge_checks_them) {
   const fs::path dir = fs::temp_directory_path() / ("mac_test_shard_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  ref::Trace tr;
-  tr.meta.head_dim = 64;
-  tr.meta.num_q_heads = 4;
-  tr.meta.num_kv_heads = 2;
-  tr.meta.num_layers = 2;
-  tr.meta.softmax_scale = test::default_scale(64);
-  tr.meta.source = "test_shard random layers seeds 3, 4";
+  ref::Trace tr;  // two layers, Hq 4, Hkv 2, D 64
+  tr.meta = ref::TraceMeta{64,
+                           4,
+                           2,
+                           2,
+                           test::default_scale(64),
+                           10000,
+                           ref::RopeStyle::kNeox,
+                           "test_shard random layers seeds 3, 4"};
   tr.layers = {test::random_layer(96, 4, 2, 64, 3), test::random_layer(96, 4, 2, 64, 4)};
   io::write_trace((dir / "t.h5").string(), tr);
 
