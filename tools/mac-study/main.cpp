@@ -62,12 +62,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "no progress lines");
   // Job arrays (docs/study-format.md, "Shards"; scripts/slurm/study.sbatch).
   std::string shard, merge;
-  app.add_option("--shard", shard,
-                 "compute only shard k of N (k/N, 0-based): a deterministic, cost-balanced slice "
-                 "of the sweep's runs; no tables (--merge writes them)");
-  app.add_option("--merge", merge,
-                 "compute nothing: check that the N shards left every run of the sweep in --out, "
-                 "then write the tables (the same sweep options as the shards)");
+  app.add_option("--shard", shard, "compute only shard k/N (0-based) of the runs, dealt by cost");
+  app.add_option("--merge", merge, "check that N shards left every run in --out; write the tables");
   CLI11_PARSE(app, argc, argv);
   cfg.bound = !no_bound;
   cfg.progress = !quiet;
