@@ -4,6 +4,7 @@
 // HDF5 file per run plus the derived tables (CSV and study.h5). docs/study-format.md has the
 // schema, docs/results.md the commands and the plots. Exit status and messages: docs/cli.md.
 #include "mac/cli/cli.hpp"
+#include "mac/study/shard.hpp"
 #include "mac/study/study.hpp"
 
 #include <cstdio>
@@ -92,11 +93,21 @@ int main(int argc, char** argv) {
   app.add_option("--seed", cfg.synth_seed, "seed of the embedded synthetic trace")
       ->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress lines");
+  // Job arrays (docs/study-format.md, "Shards"; scripts/slurm/study.sbatch).
+  std::string shard, merge;
+  app.add_option("--shard", shard, "compute only shard k/N (0-based) of the runs, dealt by cost");
+  app.add_option("--merge", merge, "check that N shards left every run in --out; write the tables");
   if (auto rc = mac::cli::parse(app, argc, argv, "mac-study", "--config")) return *rc;
   cfg.bound = !no_bound;
   cfg.progress = !quiet;
 
   return mac::cli::run("mac-study", [&] {
+    if (!shard.empty()) {
+      const auto s = mac::study::parse_shard(shard);
+      cfg.shard_index = s.index;
+      cfg.shard_count = s.count;
+    }
+    if (!merge.empty()) cfg.merge_shards = mac::study::parse_shard_count(merge);
     const auto rep = mac::study::run_sweep(cfg);
     std::printf(
         "mac-study: %zu runs computed, %zu already done (skipped); %.1f s wall, %.1f s CPU (all "
@@ -105,6 +116,18 @@ int main(int argc, char** argv) {
         rep.computed.size(), rep.skipped.size(), rep.seconds, rep.cpu_seconds, rep.threads,
         rep.exact_seconds, rep.exact_cpu_seconds);
     for (const auto& h : rep.computed) std::printf("  computed %s\n", h.c_str());
+    if (cfg.shard_count > 1) {
+      std::printf(
+          "shard %lld/%lld: %lld of the sweep's %lld runs; tables: none (mac-study --merge "
+          "%lld with the same options writes them)\n",
+          static_cast<long long>(cfg.shard_index), static_cast<long long>(cfg.shard_count),
+          static_cast<long long>(rep.in_shard), static_cast<long long>(rep.planned),
+          static_cast<long long>(cfg.shard_count));
+      return mac::cli::kOk;
+    }
+    if (cfg.merge_shards > 0)
+      std::printf("merge: all %lld runs of the sweep's %lld shards are complete\n",
+                  static_cast<long long>(rep.planned), static_cast<long long>(cfg.merge_shards));
     std::printf(
         "tables: %s/{runs,error_vs_depth,error_vs_lag,hit_rate,bound_hist,pairs}.csv and "
         "study.h5\n",

@@ -1,5 +1,7 @@
 #include "mac/study/study.hpp"
 
+#include "mac/study/shard.hpp"
+
 #include "h5table.hpp"
 #include "mac/io/atomic_file.hpp"
 #include "mac/io/schema.hpp"
@@ -843,6 +845,26 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
 
 namespace {
 double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+
+/*! One trace layer of a sweep and the runs planned on it, before its data is read (the
+ *  runs' fingerprints are filled in when it is). */
+struct LayerPlan {
+  size_t trace = 0;  //!< index into the sweep's traces
+  size_t index = 0;  //!< position of the layer in that trace's list of layers
+  int64_t layer = 0, prefill = 0, steps = 0;
+  std::vector<RunSpec> runs;
+  std::vector<int64_t> shard;  //!< the shard of every run (deal_by_cost)
+};
+
+/*! Positions T of layer `l` of a trace file, from the shape of its q_pre (no data read). */
+int64_t file_layer_tokens(const std::string& path, int64_t l) {
+  namespace tr = io::schema::trace;
+  const h5::Handle f = h5::open_file(path);
+  const auto d = h5::open_dataset(
+      f.get(), std::string(tr::kLayers) + "/" + std::to_string(l) + "/" + tr::kQPre);
+  require(!d.dims.empty(), path, ": layer ", l, " q_pre has no positions");
+  return static_cast<int64_t>(d.dims[0]);
+}
 }  // namespace
 
 namespace {
@@ -896,16 +918,32 @@ SweepReport run_sweep(const SweepConfig& cfg) {
           " must be >= 0 and <= ", kMaxTokens);
   require(cfg.threads >= 0 && cfg.threads <= kMaxThreads, "threads = ", cfg.threads,
           " must be >= 0 and <= ", kMaxThreads);
-  prepare_output_dir(cfg);
+  require(cfg.shard_count >= 1 && cfg.shard_index >= 0 && cfg.shard_index < cfg.shard_count,
+          "shard ", cfg.shard_index, "/", cfg.shard_count, " needs 0 <= k < N");
+  require(cfg.merge_shards >= 0, "merge of ", cfg.merge_shards, " shards");
+  require(cfg.merge_shards == 0 || cfg.shard_count == 1,
+          "--merge checks every shard's runs; it takes no --shard (got --shard ", cfg.shard_index,
+          "/", cfg.shard_count, ")");
+  const bool merging = cfg.merge_shards > 0;
+  if (merging) {
+    require(fs::is_directory(fs::path(cfg.out_dir) / "runs"), "--merge: ", cfg.out_dir,
+            "/runs is not a directory: run the shards into --out ", cfg.out_dir, " first");
+  } else {
+    prepare_output_dir(cfg);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const double c0 = cpu_seconds();
   SweepReport rep;
   rep.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
 
+  // The plan: every run of the sweep, from the configuration and the traces' shapes only.
   std::vector<std::string> traces = cfg.traces;
   if (traces.empty()) traces.push_back("");
-  for (const auto& path : traces) {
-    ref::Trace trace;
+  std::vector<ref::Trace> loaded_traces(traces.size());  // the synthetic one's layers, or meta
+  std::vector<LayerPlan> plan;
+  for (size_t ti = 0; ti < traces.size(); ++ti) {
+    const auto& path = traces[ti];
+    ref::Trace& trace = loaded_traces[ti];
     std::string trace_name = path;
     if (path.empty()) {
       ref::SynthParams sp;
@@ -939,18 +977,20 @@ SweepReport run_sweep(const SweepConfig& cfg) {
       for (int64_t l = 0; l < trace.meta.num_layers; ++l) layer_ids.push_back(l);
 
     for (size_t li = 0; li < layer_ids.size(); ++li) {
-      ref::LayerData loaded;
-      if (!path.empty()) loaded = io::read_trace_layer(path, layer_ids[li]);
-      const auto& L = path.empty() ? trace.layers[li] : loaded;
-      const double scale = trace.meta.softmax_scale;
-      const int64_t P = cfg.prefill >= 0 ? cfg.prefill : L.tokens / 2;
-      require(P >= 1 && P < L.tokens, "prefill P = ", P, " must be in [1, ", L.tokens - 1, "] for ",
+      const int64_t tokens =
+          path.empty() ? trace.layers[li].tokens : file_layer_tokens(path, layer_ids[li]);
+      const int64_t P = cfg.prefill >= 0 ? cfg.prefill : tokens / 2;
+      require(P >= 1 && P < tokens, "prefill P = ", P, " must be in [1, ", tokens - 1, "] for ",
               trace_name);
-      const int64_t S = cfg.steps > 0 ? cfg.steps : L.tokens - P;
-      require(P + S <= L.tokens, "prefill ", P, " + steps ", S, " runs past the ", L.tokens,
+      const int64_t S = cfg.steps > 0 ? cfg.steps : tokens - P;
+      require(P + S <= tokens, "prefill ", P, " + steps ", S, " runs past the ", tokens,
               " tokens of ", trace_name);
-      const std::string fp = layer_fingerprint(L, P + S);
-      std::vector<RunSpec> pending;
+      LayerPlan lp;
+      lp.trace = ti;
+      lp.index = li;
+      lp.layer = layer_ids[li];
+      lp.prefill = P;
+      lp.steps = S;
       for (double tau : cfg.taus)
         for (auto M : cfg.rings)
           for (auto r : cfg.tails)
@@ -961,7 +1001,6 @@ SweepReport run_sweep(const SweepConfig& cfg) {
                     RunSpec s;
                     s.trace = trace_name;
                     s.source = trace.meta.source;
-                    s.fingerprint = fp;
                     s.layer = layer_ids[li];
                     s.params = MacParams{tau, M, r, F, cfg.gen_min};
                     s.params.depth_cap = cfg.depth_cap;
@@ -972,81 +1011,148 @@ SweepReport run_sweep(const SweepConfig& cfg) {
                     s.prefill = P;
                     s.steps = S;
                     s.bound = cfg.bound;
-                    const auto rp = run_path(cfg.out_dir, s);
-                    if (run_complete(rp, s)) {
-                      rep.skipped.push_back(s.hash());
-                    } else {
-                      pending.push_back(s);
-                    }
+                    lp.runs.push_back(s);
                   }
-      if (pending.empty()) continue;
+      plan.push_back(std::move(lp));
+    }
+  }
 
-      // Exact full attention, once per layer and step, shared by every run (and kept on disk).
-      const auto te = std::chrono::steady_clock::now();
-      const double ce = cpu_seconds();
-      ExactCache exact;
-      exact.heads = L.num_q_heads;
-      exact.head_dim = L.head_dim;
-      const auto ep = (fs::path(cfg.out_dir) / "exact" /
-                       (fp + "_L" + std::to_string(layer_ids[li]) + "_P" + std::to_string(P) +
-                        "_S" + std::to_string(S) + ".h5"))
-                          .string();
-      if (read_exact(ep, P, S, exact)) {
-        exact.fill_v_norms(L);
+  // The shards: every run of the plan dealt to one of N by its estimated cost.
+  const int64_t shards = merging ? cfg.merge_shards : cfg.shard_count;
+  {
+    std::vector<double> cost;
+    for (const auto& lp : plan)
+      for (const auto& s : lp.runs)
+        cost.push_back(
+            run_cost(s.steps, loaded_traces[lp.trace].meta.num_q_heads, s.params.ring, s.prefill));
+    const auto dealt = deal_by_cost(cost, shards);
+    size_t i = 0;
+    for (auto& lp : plan) {
+      lp.shard.assign(dealt.begin() + static_cast<std::ptrdiff_t>(i),
+                      dealt.begin() + static_cast<std::ptrdiff_t>(i + lp.runs.size()));
+      i += lp.runs.size();
+      rep.planned += static_cast<int64_t>(lp.runs.size());
+    }
+  }
+  std::map<int64_t, std::vector<std::string>> missing;  // --merge: shard → hashes missing
+
+  for (auto& lp : plan) {
+    const auto& path = traces[lp.trace];
+    const auto& trace = loaded_traces[lp.trace];
+    const auto mine = merging ? static_cast<int64_t>(lp.runs.size())
+                              : std::count(lp.shard.begin(), lp.shard.end(), cfg.shard_index);
+    rep.in_shard += mine;
+    if (mine == 0) continue;  // no run of this shard on this layer: its data is not read
+    ref::LayerData loaded;
+    if (!path.empty()) loaded = io::read_trace_layer(path, lp.layer);
+    const auto& L = path.empty() ? trace.layers[lp.index] : loaded;
+    const double scale = trace.meta.softmax_scale;
+    const int64_t P = lp.prefill, S = lp.steps;
+    const std::string fp = layer_fingerprint(L, P + S);
+    std::vector<RunSpec> pending;
+    for (size_t i = 0; i < lp.runs.size(); ++i) {
+      RunSpec s = lp.runs[i];
+      if (!merging && lp.shard[i] != cfg.shard_index) continue;
+      s.fingerprint = fp;
+      if (run_complete(run_path(cfg.out_dir, s), s)) {
+        rep.skipped.push_back(s.hash());
+      } else if (merging) {
+        missing[lp.shard[i]].push_back(s.hash());
       } else {
-        if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
-        exact = ExactCache::compute(L, scale, P, S, cfg.progress,
-                                    "exact full attention, layer " + std::to_string(layer_ids[li]));
-        write_exact(ep, exact);
+        pending.push_back(s);
       }
-      rep.exact_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - te).count();
-      rep.exact_cpu_seconds += cpu_seconds() - ce;
+    }
+    if (pending.empty()) continue;
 
-      int64_t total = 0, done = 0;
-      for (const auto& s : pending) total += s.steps;
-      tools::Progress prog("layer " + std::to_string(layer_ids[li]) + ": " +
-                               std::to_string(pending.size()) + " runs",
-                           total, 5.0, cfg.progress);
-      auto report = [&](int64_t k) {
+    // Exact full attention, once per layer and step, shared by every run (and kept on disk).
+    const auto te = std::chrono::steady_clock::now();
+    const double ce = cpu_seconds();
+    ExactCache exact;
+    exact.heads = L.num_q_heads;
+    exact.head_dim = L.head_dim;
+    const auto ep = (fs::path(cfg.out_dir) / "exact" /
+                     (fp + "_L" + std::to_string(lp.layer) + "_P" + std::to_string(P) + "_S" +
+                      std::to_string(S) + ".h5"))
+                        .string();
+    if (read_exact(ep, P, S, exact)) {
+      exact.fill_v_norms(L);
+    } else {
+      if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+      exact = ExactCache::compute(L, scale, P, S, cfg.progress,
+                                  "exact full attention, layer " + std::to_string(lp.layer));
+      // Shards of an array may compute one layer's cache at the same time, on hosts whose
+      // pids can coincide: each writes a file of its own (whole) and renames it onto the name.
+      const auto own = cfg.shard_count > 1 ? ep + ".shard" + std::to_string(cfg.shard_index) : ep;
+      write_exact(own, exact);
+      if (own != ep) fs::rename(own, ep);
+    }
+    rep.exact_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - te).count();
+    rep.exact_cpu_seconds += cpu_seconds() - ce;
+
+    int64_t total = 0, done = 0;
+    for (const auto& s : pending) total += s.steps;
+    tools::Progress prog(
+        "layer " + std::to_string(lp.layer) + ": " + std::to_string(pending.size()) + " runs",
+        total, 5.0, cfg.progress);
+    auto report = [&](int64_t k) {
 #pragma omp critical(mac_study_progress)
-        {
-          done += k;
-          prog.update(done);
-        }
-      };
-      const int threads = rep.threads;
-      const auto n = static_cast<int64_t>(pending.size());
-      std::vector<std::exception_ptr> errors(pending.size());
-      if (n >= threads && threads > 1) {
-        // Parallel over runs; the stepper's own parallel region over heads runs on one thread.
-        omp_set_max_active_levels(1);
+      {
+        done += k;
+        prog.update(done);
+      }
+    };
+    const int threads = rep.threads;
+    const auto n = static_cast<int64_t>(pending.size());
+    std::vector<std::exception_ptr> errors(pending.size());
+    if (n >= threads && threads > 1) {
+      // Parallel over runs; the stepper's own parallel region over heads runs on one thread.
+      omp_set_max_active_levels(1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-        for (int64_t i = 0; i < n; ++i) {
-          try {
-            const auto res = execute_run(L, scale, pending[static_cast<size_t>(i)], exact, report);
-            write_run(run_path(cfg.out_dir, res.spec), res);
-#pragma omp atomic
-            rep.runs_cpu_seconds += res.cpu_seconds;
-          } catch (...) {  // rethrown below, outside the parallel region, with its type
-            errors[static_cast<size_t>(i)] = std::current_exception();
-          }
-        }
-      } else {
-        // Fewer runs than threads: one run at a time, the stepper parallel over heads.
-        omp_set_max_active_levels(2);
-        omp_set_num_threads(threads);
-        for (int64_t i = 0; i < n; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
+        try {
           const auto res = execute_run(L, scale, pending[static_cast<size_t>(i)], exact, report);
           write_run(run_path(cfg.out_dir, res.spec), res);
-          rep.runs_cpu_seconds += res.cpu_seconds;  // the calling thread's share only
+#pragma omp atomic
+          rep.runs_cpu_seconds += res.cpu_seconds;
+        } catch (...) {  // rethrown below, outside the parallel region, with its type
+          errors[static_cast<size_t>(i)] = std::current_exception();
         }
       }
-      prog.finish();
-      for (const auto& e : errors)
-        if (e) std::rethrow_exception(e);
-      for (const auto& s : pending) rep.computed.push_back(s.hash());
+    } else {
+      // Fewer runs than threads: one run at a time, the stepper parallel over heads.
+      omp_set_max_active_levels(2);
+      omp_set_num_threads(threads);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto res = execute_run(L, scale, pending[static_cast<size_t>(i)], exact, report);
+        write_run(run_path(cfg.out_dir, res.spec), res);
+        rep.runs_cpu_seconds += res.cpu_seconds;  // the calling thread's share only
+      }
     }
+    prog.finish();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (const auto& s : pending) rep.computed.push_back(s.hash());
+  }
+
+  if (!missing.empty()) {
+    std::string which;
+    int64_t count = 0;
+    for (const auto& [k, hashes] : missing) {
+      which += msg(which.empty() ? "" : ", ", "shard ", k, "/", shards, " (", hashes.size(),
+                   hashes.size() == 1 ? " run" : " runs", ", first ", hashes.front(), ")");
+      count += static_cast<int64_t>(hashes.size());
+    }
+    require(
+        false, "--merge: ", count, " of the sweep's ", rep.planned,
+        " runs have no complete file in ", cfg.out_dir, "/runs: ", which,
+        "; rerun those shards (--shard k/N, the same options and --out) first; no table written");
+  }
+  if (cfg.shard_count >
+      1) {  // a shard's tables would cover part of the sweep: the merge writes them
+    rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rep.cpu_seconds = cpu_seconds() - c0;
+    return rep;
   }
 
   // The tables cover every complete run file in DIR/runs, so sweeps run one after another

@@ -146,6 +146,9 @@ struct SweepConfig {
   // Embedded synthetic trace (no --trace).
   int64_t synth_tokens = 8192, synth_layers = 2;
   uint64_t synth_seed = 20261129;
+  // Job arrays (shard.hpp, docs/study-format.md "Shards").
+  int64_t shard_index = 0, shard_count = 1;  //!< compute only shard k of N (no tables if N > 1)
+  int64_t merge_shards = 0;  //!< > 0: compute nothing; check all N shards' runs, write tables
 };
 
 /*! \brief Per-step, per-head metrics of one run, row-major [S, Hq]. NaN where undefined
@@ -212,11 +215,16 @@ struct SweepReport {
   double seconds = 0, cpu_seconds = 0, exact_seconds = 0, exact_cpu_seconds = 0;
   double runs_cpu_seconds = 0;  //!< Σ per-run thread CPU time of the computed runs
   int threads = 1;
+  int64_t planned = 0;   //!< runs in the whole sweep
+  int64_t in_shard = 0;  //!< of which in this shard (all of them without --shard)
 };
 
 /*! \brief Runs the sweep into cfg.out_dir (runs/, exact/, tables), skipping finished runs,
  *  then derives the tables (CSV and study.h5) from every complete run file in runs/
- *  (so sweeps run one after another into one directory accumulate). */
+ *  (so sweeps run one after another into one directory accumulate). With shard_count > 1
+ *  only that shard's runs are computed and no tables are written; with merge_shards = N
+ *  nothing is computed: every run of the sweep must be complete (else an InputError names
+ *  the shards k/N whose runs are missing, and no table is written), then the tables. */
 SweepReport run_sweep(const SweepConfig& cfg);
 
 /*! \brief Writes the derived tables from the given runs (CSV files and study.h5). */
