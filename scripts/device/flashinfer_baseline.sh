@@ -21,7 +21,8 @@ SITE=${SITE:-/tmp/flashinfer-site}
 GRID=${GRID:-}
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 # FlashInfer's JIT: cache under /tmp, Hopper only (9.0a: the arch its sm90 kernels need).
-export FLASHINFER_WORKSPACE_BASE=/tmp/flashinfer-ws FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a}
+export FLASHINFER_WORKSPACE_BASE=/tmp/flashinfer-ws
+export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a}
 export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$OUT/env.txt"; }
@@ -55,7 +56,8 @@ build_rc=$?
 stamp "mac-bench build rc=$build_rc"
 wait "$fi_pid"
 fi_rc=$?
-stamp "flashinfer JIT + check rc=$fi_rc: $(grep -m1 '^# check\|unavailable' /tmp/flashinfer_warm.csv)"
+stamp "flashinfer JIT + check rc=$fi_rc: $(grep -m1 '^# check\|unavailable' \
+  /tmp/flashinfer_warm.csv)"
 if [ "$fi_rc" -ne 0 ]; then
   cat /tmp/flashinfer_warm.csv >> "$OUT/flashinfer.log"
   tail -40 "$OUT/flashinfer.log"

@@ -62,7 +62,10 @@ load_rc=$?
 stamp "upstream loader rc=$load_rc: $(tail -1 /tmp/upstream_load.log)"
 { echo "== macattn (pip install)"; tail -40 /tmp/macattn_build.log
   echo "== upstream loader"; tail -40 /tmp/upstream_load.log; } > "$OUT/build.log"
-[ "$build_rc" -eq 0 ] && [ "$load_rc" -eq 0 ] || { tail -60 "$OUT/build.log"; exit 2; }
+if [ "$build_rc" -ne 0 ] || [ "$load_rc" -ne 0 ]; then
+  tail -60 "$OUT/build.log"
+  exit 2
+fi
 
 # From /tmp so that `import macattn` finds the installed package, not python/macattn.
 left=$((BUDGET - ($(date +%s) - t0) - 30))

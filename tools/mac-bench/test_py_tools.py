@@ -6,6 +6,9 @@
 * its placement has exactly lround((1−f)·N·Hq) misses and lags in 1..max_lag;
 * its byte count equals a per-head brute force of mac-bench's definition (the union of the
   heads' key spans per KV group);
+* the placement and the arguments it hands upstream's op make exactly the planned decisions:
+  run through the adapter's numpy model of the op (upstream_mac.reference_op), every planned
+  hit head hits at position m − lag and every miss head misses;
 * summarize.py places full attention against FlashInfer (ratio = FlashInfer / ours) and
   tabulates upstream rows against ours at the same hit fraction (ratio = upstream / ours).
 
@@ -56,6 +59,34 @@ def brute_bytes(lag, N, Hq, Hkv, D, m, M, tail):
     return keys * D * 4 + N * Hq * min(M, m) * D * 2 + N * Hq * D * 4 + N * Hq * D * 6
 
 
+def decisions_through_upstream_model(rng):
+    import upstream_mac as um
+    bk = um.NumpyBackend()
+    bf = lambda x: um.bf16_round(np.asarray(x, np.float32))  # noqa: E731 (BF16 values)
+    N, Hq, Hkv, D, ps, ctx, M, tail, tau = 2, 8, 2, um.HEAD_DIM, 4, 48, 16, 8, 0.45
+    m, ppr = ctx - 1, ctx // ps
+    k = bf(rng.standard_normal((N * ppr, ps, Hkv, D)))
+    v = bf(rng.standard_normal((N * ppr, ps, Hkv, D)))
+    rings = (bf(rng.standard_normal((N, M, Hq, D))), bf(0.1 * rng.standard_normal((N, M, Hq, D))),
+             (rng.standard_normal((N, M, Hq)) + 8).astype(np.float32))
+    q_post = bf(rng.standard_normal((N, Hq, D)))
+    tau_arg, _ = um.threshold_argument(tau, D, np.float32(2.0 * D * (1.0 - tau) ** 2))
+    for f in (0.0, 0.5, 1.0):
+        hit, lag = upstream_side.plan(rng, N, Hq, f, M // 2)
+        q_pre = bf(rng.standard_normal((N, Hq, D)))
+        upstream_side.place_hits(q_pre, rings[0], hit, lag, m)
+        args = upstream_side.upstream_arguments(
+            um, bk, q_post, q_pre, k, v, tuple(r.copy() for r in rings),
+            np.arange(N * ppr).reshape(N, ppr), m, tail, tau_arg, 1 / np.sqrt(D), ctx)
+        um.reference_op(*[args[n] for n in um.UPSTREAM_ARGS])
+        got = args["head_hit"].flatten().astype(bool)
+        pos = args["head_match_pos"].flatten()
+        check(np.array_equal(got, hit) and np.array_equal(pos[hit], m - lag[hit]),
+              f"upstream's op (numpy model) on the placement f={f}: hits {int(got.sum())} of "
+              f"{int(hit.sum())} planned, match positions m - lag: "
+              f"{np.array_equal(pos[hit], m - lag[hit])}")
+
+
 def main():
     cols = mac_bench_columns()
     check(cols is not None and upstream_side.COLUMNS == cols + ["impl"],
@@ -77,10 +108,13 @@ def main():
         check(got == want, f"mac_bytes N={N} Hq={Hq} Hkv={Hkv} m={m} r={tail} f={f}: {got} "
                            f"(brute force {want})")
 
+    decisions_through_upstream_model(rng)
+
     with tempfile.TemporaryDirectory() as d:
         side = os.path.join(d, "side.csv")
         head = ",".join(upstream_side.COLUMNS)
-        base = "{kind},{k3},-,nhd,0,32,8,128,16,32768,{f},{hits},512,{ms},{ms},{ms},1,1,1,1,{pdl},-,x"
+        base = ("{kind},{k3},-,nhd,0,32,8,128,16,32768,{f},{hits},512,{ms},{ms},{ms},1,1,1,1,"
+                "{pdl},-,x")
         with open(side, "w") as fh:
             fh.write("# fabricated\n" + head + "\n")
             fh.write(base.format(kind="full", k3="-", f="0.00", hits=0, ms=0.5, pdl=1) + "\n")

@@ -73,9 +73,257 @@ def mac_bytes(lag, N, Hq, Hkv, D, m, M, tail):
     return kv_keys * D * 2 * 2 + N * Hq * min(M, m) * D * 2 + q_out + N * Hq * D * 2 * 3
 
 
+def place_hits(q_pre, ring_q_pre, hit, lag, m):
+    """Copies into q_pre [N, Hq, D] (numpy or torch) the ring entry of position m − lag for
+    every hit head (ring [R, M, Hq, D] slot-major: position p in slot p mod M)."""
+    Hq, M = q_pre.shape[1], ring_q_pre.shape[1]
+    idx = np.flatnonzero(hit)
+    r, h, slot = idx // Hq, idx % Hq, (m - lag[idx]) % M
+    if not isinstance(q_pre, np.ndarray):  # torch: index tensors on the tensors' device
+        import torch
+        r, h, slot = (torch.from_numpy(x).to(q_pre.device) for x in (r, h, slot))
+    q_pre[r, h] = ring_q_pre[r, slot, h]
+
+
+def upstream_arguments(um, bk, q_post, q_pre, k_cache, v_cache, rings, page_table, m, tail,
+                       tau_arg, softmax_scale, max_context):
+    """The upstream op's arguments, by name, over our tensors (the certification adapter's
+    mapping, upstream_mac.CaseMapping.arguments, for one step of ready rows at position m):
+    k/v as a token view of the NHD pool, req_to_token from the host page table
+    ([N, pages] int), past_lens = m, out_cache_loc = the token of m, the rings (slot-major
+    [R, M, Hq(, D)], as upstream's) shared, readiness and epochs all set, sinks and gen_min 0,
+    the integration's defaults otherwise."""
+    N, Hq, D = q_post.shape
+    Hkv, ps, M = k_cache.shape[2], k_cache.shape[1], rings[0].shape[1]
+    pt = np.asarray(page_table, np.int64)
+    tok = np.arange(pt.shape[1] * ps)
+    table = (pt[:, tok // ps] * ps + tok % ps).astype(np.int32)
+    a = dict(um.INTEGRATION)
+    a.update(
+        q_post=q_post, q_pre=q_pre, k_buffer=bk.tokens(k_cache), v_buffer=bk.tokens(v_cache),
+        req_to_token=bk.from_host(table, "i32"), req_ids=bk.from_host(np.arange(N), "i32"),
+        past_lens=bk.from_host(np.full(N, m), "i32"),
+        out_cache_loc=bk.from_host(table[:, m].astype(np.int64), "i64"),
+        query_cache=rings[0], attn_cache=rings[1], lse_cache=rings[2],
+        out=bk.empty((N, Hq, D), "bf16"), optional_lse=bk.empty((N, Hq), "f32"),
+        max_context=max(um.INTEGRATION["max_context"], max_context),
+        semantic_pos_ahead=tail, front_sink_tokens=0, gen_min_limit=0, threshold=tau_arg,
+        sm_scale=softmax_scale, query_post_cache=bk.no_tensor(),
+        mac_cache_ready=bk.from_host(np.ones(N, np.uint8), "u8"),
+        mac_cache_epoch=bk.from_host(np.ones(N, np.int64), "i64"),
+        mac_request_epoch=bk.from_host(np.ones(N, np.int64), "i64"))
+    a.update(um.workspace(bk, N, Hq, Hkv, D, M, tail, 0, a["max_context"], a["tile_tokens"],
+                          a["match_tile_slots"]))
+    um.check_call(a, bk)
+    return a
+
+
 def quantiles(ms):
     s = sorted(ms)
     return s[len(s) // 2], s[len(s) // 10], s[len(s) * 9 // 10]
+
+
+class Side:
+    """The run: upstream's op, the device, the CSV; shape() measures one (Hkv, N, ctx) at every
+    hit fraction."""
+
+    def __init__(self, a, out):
+        import torch
+        import upstream_mac as um
+        import macattn
+        from macattn import torch_ops
+        self.torch, self.um, self.macattn, self.ops = torch, um, macattn, torch_ops
+        self.a, self.out = a, out
+        um.check_signature(a.checkout)
+        t = time.time()
+        self.op = um.load_upstream(a.checkout)
+        self.t_load = time.time() - t
+        self.version = um.checkout_version(a.checkout)
+        self.dev = torch.device("cuda", torch.cuda.current_device())
+        self.bk = um.TorchBackend(self.dev)
+        self.gen = torch.Generator(device=self.dev)
+        self.gen.manual_seed(a.seed)
+        self.rng = np.random.default_rng(a.seed)
+        self.stream = torch.cuda.Stream()
+        D = a.head_dim
+        self.tau_arg, self.tau_exact = um.threshold_argument(
+            a.tau, D, np.float32(2.0 * D * (1.0 - a.tau) ** 2))
+        self.read_gbps = self.streaming_read()
+
+    def streaming_read(self):
+        """GB/s of torch.sum over 4 GiB, median of 20 after 5."""
+        torch = self.torch
+        buf = torch.ones(1 << 30, dtype=torch.float32, device=self.dev)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ms = []
+        for _ in range(25):
+            e0.record()
+            buf.sum()
+            e1.record()
+            e1.synchronize()
+            ms.append(e0.elapsed_time(e1))
+        return (4 << 30) / quantiles(ms[5:])[0] / 1e6
+
+    def header(self):
+        a, torch = self.a, self.torch
+        print(f"# device: {torch.cuda.get_device_name()}; streaming read {self.read_gbps:.1f} "
+              f"GB/s (torch.sum over 4 GiB, median of 20); seed {a.seed}; lags uniform "
+              f"1..{a.max_lag}; tau {a.tau} (upstream threshold {self.tau_arg!r}, exact "
+              f"{self.tau_exact}); upstream {self.version} loaded in {self.t_load:.1f} s; "
+              f"macattn {self.macattn.git_commit}; torch {torch.__version__}", file=self.out,
+              flush=True)
+        print(",".join(COLUMNS), file=self.out, flush=True)
+
+    def time_replays(self, replay, restore):
+        """Individually event-timed replays (ms) after warm-up; restore() untimed before each."""
+        torch, a, stream = self.torch, self.a, self.stream
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ms = []
+        with torch.cuda.stream(stream):
+            for i in range(a.warmup + a.reps):
+                restore()
+                e0.record(stream)
+                replay()
+                e1.record(stream)
+                e1.synchronize()
+                if i >= a.warmup:
+                    ms.append(e0.elapsed_time(e1))
+        return ms
+
+    def row(self, kind, k3, f, hits, t, nbytes, impl):
+        """One CSV row in mac-bench's columns; t = (median, p10, p90) ms."""
+        s = self.cur
+        gbps = nbytes / (t[0] * 1e-3) / 1e9
+        pdl = "-" if kind == "upstream" else 1  # EngineConfig::dependent_launch's default
+        vals = [kind, k3, "-", "nhd", 0, self.a.hq, s["hkv"], self.a.head_dim, s["N"],
+                s["ctx"], f"{f:.2f}", hits, s["N"] * self.a.hq, f"{t[0]:.5f}", f"{t[1]:.5f}",
+                f"{t[2]:.5f}", f"{nbytes:.0f}", f"{gbps:.1f}",
+                f"{100 * gbps / self.read_gbps:.1f}", f"{s['full_ms'] / t[0]:.2f}", pdl, "-",
+                impl]
+        print(",".join(str(v) for v in vals), file=self.out, flush=True)
+
+    def shape(self, hkv, N, ctx, over_budget):
+        """Full attention, then every hit fraction, at one shape; returns (decision
+        mismatches, stopped by the budget)."""
+        torch, um, ops, a, dev, gen = self.torch, self.um, self.ops, self.a, self.dev, self.gen
+        D, Hq, M, ps, bf = a.head_dim, a.hq, a.ring, a.page_size, torch.bfloat16
+        m, ppr = ctx - 1, -(-ctx // ps)
+        k_cache = torch.randn((N * ppr, ps, hkv, D), generator=gen, device=dev, dtype=bf)
+        v_cache = torch.randn((N * ppr, ps, hkv, D), generator=gen, device=dev, dtype=bf)
+        page_table = torch.arange(N * ppr, dtype=torch.int32, device=dev).view(N, ppr)
+        kv_len = torch.full((N,), ctx, dtype=torch.int32, device=dev)
+        slot = torch.arange(N, dtype=torch.int32, device=dev)
+        st = ops.MacDecodeState(num_slots=N, num_q_heads=Hq, num_kv_heads=hkv, head_dim=D,
+                                max_batch=N, max_context=ctx, ring=M, tau=a.tau, tail=a.tail,
+                                gen_min=0, softmax_scale=1 / math.sqrt(D), device=dev)
+        rings = (st.ring_q_pre, st.ring_o, st.ring_lse)
+        st.ring_q_pre.copy_(torch.randn(st.ring_q_pre.shape, generator=gen, device=dev))
+        st.ring_o.copy_(torch.randn(st.ring_o.shape, generator=gen, device=dev) * 0.1)
+        st.ring_lse.copy_(torch.randn(st.ring_lse.shape, generator=gen, device=dev) + 8)
+        st.mark_ready(range(N))
+        q_post = torch.randn((N, Hq, D), generator=gen, device=dev, dtype=bf)
+        q_pre = torch.empty_like(q_post)  # refilled per hit fraction
+        saved = [t[:, m % M].clone() for t in rings]
+
+        def restore():  # slot m mod M as before the step (both kernels write entry(m) there)
+            for t, s in zip(rings, saved):
+                t[:, m % M].copy_(s)
+
+        # Ours: the engine's own graph over this shape's buffers.
+        eng = ops.engine_object(st.engine)
+        p = self.macattn.cuda.DecodeParams()
+        ops._q_params(p, q_post, q_pre, dev)
+        ops._kv_params(p, k_cache, v_cache, page_table, dev)
+        ops._ring_params(p, *rings, dev)
+        o_ours = torch.empty_like(q_post)
+        lse_ours = torch.empty((N, Hq), dtype=torch.float32, device=dev)
+        p.kv_len, p.slot = kv_len.data_ptr(), slot.data_ptr()
+        p.ready, p.epoch_a, p.epoch_b = (st.ready.data_ptr(), st.epoch_a.data_ptr(),
+                                         st.epoch_b.data_ptr())
+        p.softmax_scale, p.tau, p.tail, p.sinks, p.gen_min = (st.softmax_scale, st.tau, st.tail,
+                                                              0, 0)
+        p.out, p.lse = o_ours.data_ptr(), lse_ours.data_ptr()
+        replay_ours = lambda: eng.replay(self.stream.cuda_stream)  # noqa: E731
+        torch.cuda.synchronize()
+        eng.capture("full", p, self.stream.cuda_stream)
+        tf = quantiles(sum((self.time_replays(replay_ours, lambda: None)
+                            for _ in range(a.rounds)), []))
+        self.cur = dict(hkv=hkv, N=N, ctx=ctx, full_ms=tf[0])
+        self.row("full", "-", 0.0, 0, tf, N * ctx * hkv * D * 4 + N * Hq * D * 4,
+                 "macattn graph")
+
+        # Upstream's arguments over the same tensors.
+        ua = upstream_arguments(um, self.bk, q_post, q_pre, k_cache, v_cache, rings,
+                                page_table.cpu().numpy(), m, a.tail, self.tau_arg,
+                                1 / math.sqrt(D), ctx)
+        up_args = [ua[n] for n in um.UPSTREAM_ARGS]
+
+        def call_upstream():
+            self.op(*up_args)
+
+        failed = 0
+        for f in a.hit:
+            if over_budget():
+                return failed, True
+            hit, lag = plan(self.rng, N, Hq, f, a.max_lag)
+            q_pre.copy_(torch.randn((N, Hq, D), generator=gen, device=dev, dtype=bf))
+            place_hits(q_pre, st.ring_q_pre, hit, lag, m)
+            want = torch.from_numpy(hit)
+            # Both kernels' decisions, once, against the plan; their outputs against each other.
+            res = st.decode_step(q_post, q_pre, k_cache, v_cache, page_table, kv_len, slot,
+                                 diagnostics=True)
+            o_ref = res[0].clone()
+            got_ours = res[2].flatten().bool().cpu()
+            restore()
+            call_upstream()
+            torch.cuda.synchronize()
+            got_up = ua["head_hit"].flatten().bool().cpu()
+            diff = (ua["out"].float() - o_ref.float()).abs().max().item()
+            restore()
+            ok_ours, ok_up = torch.equal(got_ours, want), torch.equal(got_up, want)
+            print(f"hkv={hkv} N={N} ctx={ctx} f={f}: hits planned {int(hit.sum())}, ours "
+                  f"{int(got_ours.sum())} (as planned: {ok_ours}), upstream {int(got_up.sum())} "
+                  f"(as planned: {ok_up}); max |o upstream - o ours| {diff:.3e}",
+                  file=sys.stderr, flush=True)
+            if not (ok_ours and ok_up):
+                failed += 1
+                continue
+            torch.cuda.synchronize()
+            eng.capture("mac", p, self.stream.cuda_stream)
+            graph, impl = self.capture_upstream(call_upstream, restore)
+            up_replay = graph.replay if graph is not None else call_upstream
+            ours_ms, up_ms = [], []
+            for r in range(a.rounds):  # alternate which kernel goes first
+                blocks = [(ours_ms, replay_ours), (up_ms, up_replay)]
+                for acc, rep in (blocks if r % 2 == 0 else blocks[::-1]):
+                    acc += self.time_replays(rep, restore)
+            restore()
+            nb = mac_bytes(lag, N, Hq, hkv, D, m, M, a.tail)
+            hits = int(hit.sum())
+            self.row("mac", "fused", f, hits, quantiles(ours_ms), nb, "macattn graph")
+            self.row("upstream", "-", f, hits, quantiles(up_ms), nb, f"{impl} {self.version}")
+            del graph
+        return failed, False
+
+    def capture_upstream(self, call, restore):
+        """(a torch CUDA graph of upstream's call, "upstream graph"), or (None, "upstream
+        events") where capture fails (then each call is timed alone)."""
+        torch, stream = self.torch, self.stream
+        try:
+            with torch.cuda.stream(stream):
+                call()
+                restore()
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                call()
+            torch.cuda.synchronize()
+            return graph, "upstream graph"
+        except Exception as ex:  # noqa: BLE001 (then time the calls alone)
+            print(f"upstream capture failed ({type(ex).__name__}: {ex}); timing direct calls",
+                  file=sys.stderr)
+            torch.cuda.synchronize()
+            return None, "upstream events"
 
 
 def main():
@@ -122,239 +370,44 @@ def main():
         sys.exit("upstream_side.py: --reps and --rounds must be >= 1")
 
     import torch
-    import upstream_mac as um
     import macattn
-    from macattn import torch_ops
-
     if not (torch.cuda.is_available() and macattn.cuda.built_with_cuda()):
         print("upstream_side.py: needs torch with CUDA, a device and macattn built with the "
               "kernels", file=sys.stderr)
         return 77
+    import upstream_mac as um
     if a.head_dim != um.HEAD_DIM or any(a.hq // h > um.MAX_GROUP for h in a.hkv):
         sys.exit(f"upstream_side.py: upstream's op takes D = {um.HEAD_DIM} and groups up to "
                  f"{um.MAX_GROUP} only")
-    um.check_signature(a.checkout)
-    t_load = time.time()
-    op = um.load_upstream(a.checkout)
-    t_load = time.time() - t_load
-    version = um.checkout_version(a.checkout)
-    dev = torch.device("cuda", torch.cuda.current_device())
-    bk = um.TorchBackend(dev)
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(a.seed)
-    rng = np.random.default_rng(a.seed)
-    stream = torch.cuda.Stream()
-
-    # Streaming read of this process: torch.sum over 4 GiB, median of 20.
-    buf = torch.ones(1 << 30, dtype=torch.float32, device=dev)
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    reads = []
-    for _ in range(25):
-        ev[0].record()
-        buf.sum()
-        ev[1].record()
-        ev[1].synchronize()
-        reads.append(ev[0].elapsed_time(ev[1]))
-    read_gbps = (4 << 30) / quantiles(reads[5:])[0] / 1e6
-    del buf
-
     tmp = a.csv + ".tmp" if a.csv else ""
     out = open(tmp, "w") if tmp else sys.stdout
-    D, Hq, M, ps = a.head_dim, a.hq, a.ring, a.page_size
-    thr32 = np.float32(2.0 * D * (1.0 - a.tau) ** 2)
-    tau_arg, tau_exact = um.threshold_argument(a.tau, D, thr32)
-    print(f"# device: {torch.cuda.get_device_name()}; streaming read {read_gbps:.1f} GB/s "
-          f"(torch.sum over 4 GiB, median of 20); seed {a.seed}; lags uniform 1..{a.max_lag}; "
-          f"tau {a.tau} (upstream threshold {tau_arg!r}, exact {tau_exact}); upstream "
-          f"{version} loaded in {t_load:.1f} s; macattn {macattn.git_commit}; torch "
-          f"{torch.__version__}", file=out, flush=True)
-    print(",".join(COLUMNS), file=out, flush=True)
-
-    def time_replays(replay, restore):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        ms = []
-        with torch.cuda.stream(stream):
-            for i in range(a.warmup + a.reps):
-                restore()
-                e0.record(stream)
-                replay()
-                e1.record(stream)
-                e1.synchronize()
-                if i >= a.warmup:
-                    ms.append(e0.elapsed_time(e1))
-        return ms
-
-    t_start = time.time()
-    failed = 0
-    stopped = False
-    for hkv in a.hkv:
-        for N in a.batch:
-            for ctx in a.ctx:
-                if a.budget_s and time.time() - t_start > a.budget_s:
-                    stopped = True
-                    break
-                m, ppr = ctx - 1, -(-ctx // ps)
-                bf = torch.bfloat16
-                k_cache = torch.randn((N * ppr, ps, hkv, D), generator=gen, device=dev).to(bf)
-                v_cache = torch.randn((N * ppr, ps, hkv, D), generator=gen, device=dev).to(bf)
-                page_table = torch.arange(N * ppr, dtype=torch.int32, device=dev).view(N, ppr)
-                kv_len = torch.full((N,), ctx, dtype=torch.int32, device=dev)
-                slot = torch.arange(N, dtype=torch.int32, device=dev)
-                st = torch_ops.MacDecodeState(
-                    num_slots=N, num_q_heads=Hq, num_kv_heads=hkv, head_dim=D, max_batch=N,
-                    max_context=ctx, ring=M, tau=a.tau, tail=a.tail, gen_min=0,
-                    softmax_scale=1 / math.sqrt(D), device=dev)
-                st.ring_q_pre.copy_(torch.randn(st.ring_q_pre.shape, generator=gen, device=dev))
-                st.ring_o.copy_(torch.randn(st.ring_o.shape, generator=gen, device=dev) * 0.1)
-                st.ring_lse.copy_(torch.randn(st.ring_lse.shape, generator=gen, device=dev) + 8)
-                st.mark_ready(range(N))
-                q_post = torch.randn((N, Hq, D), generator=gen, device=dev).to(bf)
-                saved = [t[:, m % M].clone() for t in (st.ring_q_pre, st.ring_o, st.ring_lse)]
-
-                def restore():
-                    for t, s in zip((st.ring_q_pre, st.ring_o, st.ring_lse), saved):
-                        t[:, m % M].copy_(s)
-
-                # Ours: the engine's graphs of this point's buffers (q_pre refilled per f).
-                q_pre = torch.empty_like(q_post)
-                eng = torch_ops.engine_object(st.engine)
-                p = macattn.cuda.DecodeParams()
-                torch_ops._q_params(p, q_post, q_pre, dev)
-                torch_ops._kv_params(p, k_cache, v_cache, page_table, dev)
-                torch_ops._ring_params(p, st.ring_q_pre, st.ring_o, st.ring_lse, dev)
-                o_ours = torch.empty_like(q_post)
-                lse_ours = torch.empty((N, Hq), dtype=torch.float32, device=dev)
-                p.kv_len, p.slot = kv_len.data_ptr(), slot.data_ptr()
-                p.ready, p.epoch_a, p.epoch_b = (st.ready.data_ptr(), st.epoch_a.data_ptr(),
-                                                 st.epoch_b.data_ptr())
-                p.softmax_scale, p.tau, p.tail, p.sinks, p.gen_min = (
-                    st.softmax_scale, st.tau, st.tail, 0, 0)
-                p.out, p.lse = o_ours.data_ptr(), lse_ours.data_ptr()
-                torch.cuda.synchronize()
-                eng.capture("full", p, stream.cuda_stream)
-                tf = quantiles(sum((time_replays(lambda: eng.replay(stream.cuda_stream),
-                                                 lambda: None) for _ in range(a.rounds)), []))
-                full_bytes = N * ctx * hkv * D * 2 * 2 + N * Hq * D * 2 * 2
-
-                def row(kind, k3, f, hits, t, nbytes, pdl, impl):
-                    gbps = nbytes / (t[0] * 1e-3) / 1e9
-                    vals = [kind, k3, "-", "nhd", 0, Hq, hkv, D, N, ctx, f"{f:.2f}", hits, N * Hq,
-                            f"{t[0]:.5f}", f"{t[1]:.5f}", f"{t[2]:.5f}", f"{nbytes:.0f}",
-                            f"{gbps:.1f}", f"{100 * gbps / read_gbps:.1f}",
-                            f"{tf[0] / t[0]:.2f}", pdl, "-", impl]
-                    print(",".join(str(v) for v in vals), file=out, flush=True)
-
-                pdl = 1  # EngineConfig::dependent_launch's default, which torch_ops keeps
-                row("full", "-", 0.0, 0, tf, full_bytes, pdl, "macattn graph")
-
-                # Upstream's arguments over the same tensors (the adapter's mapping).
-                table = (page_table.long()[:, torch.arange(ppr * ps, device=dev) // ps] * ps
-                         + torch.arange(ppr * ps, device=dev) % ps).to(torch.int32).contiguous()
-                ua = dict(um.INTEGRATION)
-                ua.update(
-                    q_post=q_post, q_pre=q_pre, k_buffer=bk.tokens(k_cache),
-                    v_buffer=bk.tokens(v_cache), req_to_token=table,
-                    req_ids=torch.arange(N, dtype=torch.int32, device=dev),
-                    past_lens=torch.full((N,), m, dtype=torch.int32, device=dev),
-                    out_cache_loc=table[:, m].long().contiguous(),
-                    query_cache=st.ring_q_pre, attn_cache=st.ring_o, lse_cache=st.ring_lse,
-                    out=torch.empty_like(q_post),
-                    optional_lse=torch.empty((N, Hq), dtype=torch.float32, device=dev),
-                    semantic_pos_ahead=a.tail, front_sink_tokens=0, gen_min_limit=0,
-                    threshold=tau_arg, sm_scale=1 / math.sqrt(D),
-                    query_post_cache=bk.no_tensor(),
-                    mac_cache_ready=torch.ones(N, dtype=torch.uint8, device=dev),
-                    mac_cache_epoch=torch.ones(N, dtype=torch.int64, device=dev),
-                    mac_request_epoch=torch.ones(N, dtype=torch.int64, device=dev))
-                ua["max_context"] = max(ua["max_context"], ctx)
-                ua.update(um.workspace(bk, N, Hq, hkv, D, M, a.tail, 0, ua["max_context"],
-                                       ua["tile_tokens"], ua["match_tile_slots"]))
-                um.check_call(ua, bk)
-                up_args = [ua[n] for n in um.UPSTREAM_ARGS]
-
-                def call_upstream():
-                    op(*up_args)
-
-                for f in a.hit:
-                    if a.budget_s and time.time() - t_start > a.budget_s:
+    failed, stopped = 0, False
+    try:
+        side = Side(a, out)
+        side.header()
+        t0 = time.time()
+        over = lambda: a.budget_s > 0 and time.time() - t0 > a.budget_s  # noqa: E731
+        for hkv in a.hkv:
+            for N in a.batch:
+                for ctx in a.ctx:
+                    if over():
                         stopped = True
+                    if stopped:
                         break
-                    hit, lag = plan(rng, N, Hq, f, a.max_lag)
-                    q_pre.copy_(torch.randn((N, Hq, D), generator=gen, device=dev).to(bf))
-                    idx = np.flatnonzero(hit)
-                    r_idx = torch.from_numpy(idx // Hq).to(dev)
-                    h_idx = torch.from_numpy(idx % Hq).to(dev)
-                    s_idx = torch.from_numpy((m - lag[idx]) % M).to(dev)
-                    q_pre[r_idx, h_idx] = st.ring_q_pre[r_idx, s_idx, h_idx]
-                    want = torch.from_numpy(hit)
-                    # Decisions of both kernels, once, against the plan.
-                    res = st.decode_step(q_post, q_pre, k_cache, v_cache, page_table, kv_len,
-                                         slot, diagnostics=True)
-                    o_ref = res[0].clone()
-                    got_ours = res[2].flatten().bool().cpu()
-                    restore()
-                    call_upstream()
-                    torch.cuda.synchronize()
-                    got_up = ua["head_hit"].flatten().bool().cpu()
-                    diff = (ua["out"].float() - o_ref.float()).abs().max().item()
-                    restore()
-                    print(f"hkv={hkv} N={N} ctx={ctx} f={f}: hits planned {int(hit.sum())}, "
-                          f"ours {int(got_ours.sum())}, upstream {int(got_up.sum())}; max |o "
-                          f"upstream - o ours| {diff:.3e}", file=sys.stderr, flush=True)
-                    if not (torch.equal(got_ours, want) and torch.equal(got_up, want)):
-                        print(f"upstream_side.py: decisions differ from the plan at hkv={hkv} "
-                              f"N={N} ctx={ctx} f={f} (ours equal: "
-                              f"{torch.equal(got_ours, want)}, upstream equal: "
-                              f"{torch.equal(got_up, want)})", file=sys.stderr)
-                        failed += 1
-                        continue
-                    torch.cuda.synchronize()
-                    eng.capture("mac", p, stream.cuda_stream)
-                    # Upstream: a torch graph of its call where capture works.
-                    graph, impl = None, "upstream events"
-                    try:
-                        with torch.cuda.stream(stream):
-                            call_upstream()
-                            restore()
-                        torch.cuda.synchronize()
-                        graph = torch.cuda.CUDAGraph()
-                        with torch.cuda.graph(graph, stream=stream):
-                            call_upstream()
-                        torch.cuda.synchronize()
-                        impl = "upstream graph"
-                    except Exception as ex:  # noqa: BLE001 (then time the calls alone)
-                        print(f"upstream capture failed ({type(ex).__name__}: {ex}); timing "
-                              "direct calls", file=sys.stderr)
-                        graph = None
-                        torch.cuda.synchronize()
-                    up_replay = graph.replay if graph is not None else call_upstream
-                    ours_ms, up_ms = [], []
-                    for r in range(a.rounds):
-                        blocks = [(ours_ms, lambda: eng.replay(stream.cuda_stream)),
-                                  (up_ms, up_replay)]
-                        for acc, rep in (blocks if r % 2 == 0 else blocks[::-1]):
-                            acc += time_replays(rep, restore)
-                    restore()
-                    nb = mac_bytes(lag, N, Hq, hkv, D, m, M, a.tail)
-                    row("mac", "fused", f, int(hit.sum()), quantiles(ours_ms), nb, pdl,
-                        "macattn graph")
-                    row("upstream", "-", f, int(hit.sum()), quantiles(up_ms), nb, "-",
-                        f"{impl} {version}")
-                    del graph
-                if stopped:
-                    break
-                del st, k_cache, v_cache, table, ua, up_args
-                torch.cuda.empty_cache()
-            if stopped:
-                break
+                    bad, stopped = side.shape(hkv, N, ctx, over)
+                    failed += bad
+                    torch.cuda.empty_cache()
         if stopped:
-            break
-    if stopped:
-        print(f"# stopped at the --budget-s {a.budget_s} s limit", file=out)
-    if tmp:
-        out.close()
-        os.replace(tmp, a.csv)
-    return EXIT_DECISIONS if failed else 0
+            print(f"# stopped at the --budget-s {a.budget_s} s limit", file=out)
+    finally:  # the rows done stay, under the CSV's name, whatever ended the run
+        if tmp:
+            out.close()
+            os.replace(tmp, a.csv)
+    if failed:
+        print(f"upstream_side.py: {failed} point(s) whose decisions differ from the plan",
+              file=sys.stderr)
+        return EXIT_DECISIONS
+    return 0
 
 
 if __name__ == "__main__":
