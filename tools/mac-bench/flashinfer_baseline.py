@@ -116,11 +116,15 @@ def check_point(flashinfer, workspace, a, hkv, b, ctx, out):
                                               enable_gqa=True).squeeze(2)
     bound = 2.0 ** -8 * (ref.abs() + mass) + 2.0 ** -12
     ratio = ((got - ref).abs() / bound).max().item()
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        cud = F.scaled_dot_product_attention(q4, kd, vd, enable_gqa=True).squeeze(2)
-    vs_cudnn = (got - cud.double()).abs().max().item()
+    try:  # informative only: a refusal of cuDNN is not FlashInfer's failure
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            cud = F.scaled_dot_product_attention(q4, kd.contiguous(), vd.contiguous(),
+                                                 enable_gqa=True).squeeze(2)
+        vs_cudnn = f"{(got - cud.double()).abs().max().item():.3e}"
+    except RuntimeError as ex:
+        vs_cudnn = f"n/a ({' '.join(str(ex).split())[:120]})"
     print(f"# check hkv={hkv} b={b} ctx={ctx}: max |flashinfer - sdpa fp64| / bound = {ratio:.4f}"
-          f" (pass <= 1); max |flashinfer - sdpa cudnn bf16| = {vs_cudnn:.3e}; "
+          f" (pass <= 1); max |flashinfer - sdpa cudnn bf16| = {vs_cudnn}; "
           f"max |ref| = {ref.abs().max().item():.3e}", file=out, flush=True)
     del dec
     return ratio
