@@ -15,13 +15,14 @@ script exits 3 if it is exceeded, 4 if FlashInfer cannot be imported or built (t
 printed and written to the CSV as a comment)."""
 import argparse
 import math
-import os
 import sys
 import traceback
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bench_common import add_grid_args, check_grid, csv_out, quantiles, time_replays
 
 EXIT_CHECK = 3
 EXIT_UNAVAILABLE = 4
@@ -67,22 +68,6 @@ class Decode:
 
     def run(self):
         self.w.run(self.q, (self.k, self.v), out=self.out)
-
-
-def time_graph(g, warmup, reps):
-    """(median, p10, p90) ms of `reps` individually event-timed replays after `warmup`."""
-    ms = []
-    for i in range(warmup + reps):
-        e0 = torch.cuda.Event(enable_timing=True)
-        e1 = torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        if i >= warmup:
-            ms.append(e0.elapsed_time(e1))
-    ms.sort()
-    return ms[len(ms) // 2], ms[len(ms) // 10], ms[len(ms) * 9 // 10]
 
 
 def check_point(flashinfer, workspace, a, hkv, b, ctx, out):
@@ -132,14 +117,7 @@ def check_point(flashinfer, workspace, a, hkv, b, ctx, out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hkv", type=int, nargs="+", default=[8, 4])
-    ap.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64])
-    ap.add_argument("--ctx", type=int, nargs="+", default=[32768, 65536, 130048])
-    ap.add_argument("--hq", type=int, default=32)
-    ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--page-size", type=int, default=16)
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--warmup", type=int, default=10)
+    add_grid_args(ap)
     ap.add_argument("--workspace-mb", type=int, default=128,
                     help="float workspace (split-KV partials; FlashInfer recommends 128 MB)")
     ap.add_argument("--check-hkv", type=int, default=8)
@@ -149,25 +127,20 @@ def main():
     ap.add_argument("--no-check", action="store_true", help="skip the check against SDPA")
     ap.add_argument("--csv", default="")
     a = ap.parse_args()
-    for name in ("hkv", "batch", "ctx"):
-        bad = [x for x in getattr(a, name) if x < 1]
-        if bad:
-            sys.exit(f"flashinfer_baseline.py: --{name} {bad[0]} must be >= 1")
-    if any(a.hq % h for h in a.hkv + [a.check_hkv]):
-        sys.exit(f"flashinfer_baseline.py: --hq {a.hq} must be a multiple of every --hkv")
-    tmp = a.csv + ".tmp" if a.csv else ""
-    out = open(tmp, "w") if tmp else sys.stdout
+    check_grid(a, "flashinfer_baseline.py")
+    if a.hq % a.check_hkv or min(a.check_batch, a.check_ctx) < 1:
+        sys.exit(f"flashinfer_baseline.py: the check point (--check-hkv {a.check_hkv}, "
+                 f"--check-batch {a.check_batch}, --check-ctx {a.check_ctx}) needs sizes >= 1 "
+                 f"and --hq {a.hq} a multiple of its Hkv")
+    with csv_out(a.csv) as out:
+        return run(a, out)
 
-    def finish(rc):
-        """Closes the CSV under its name (complete or with the reason it is not) and returns rc."""
-        if tmp:
-            out.close()
-            os.replace(tmp, a.csv)
-        return rc
 
+def run(a, out):
+    """The check, then the grid, into `out`; the exit status."""
     if not torch.cuda.is_available():
         print("# flashinfer unavailable: torch sees no CUDA device", file=out)
-        return finish(EXIT_UNAVAILABLE)
+        return EXIT_UNAVAILABLE
     dev = torch.device("cuda")
     try:
         import flashinfer
@@ -180,7 +153,7 @@ def main():
         print(f"# flashinfer unavailable: {type(ex).__name__}: {' '.join(str(ex).split())}",
               file=out, flush=True)
         traceback.print_exc()
-        return finish(EXIT_UNAVAILABLE)
+        return EXIT_UNAVAILABLE
     version = flashinfer.__version__
     print(f"# flashinfer {version} ({getattr(flashinfer, '__git_version__', '?')}), backend "
           f"{BACKEND}, torch {torch.__version__}, {torch.cuda.get_device_name()}, NHD page size "
@@ -197,7 +170,7 @@ def main():
                 v = torch.randn(b * P, a.page_size, hkv, D, device=dev, dtype=torch.bfloat16)
                 try:
                     dec = Decode(flashinfer, workspace, q, k, v, ctx, a.page_size, a.hq, hkv, D)
-                    med, p10, p90 = time_graph(dec.g, a.warmup, a.reps)
+                    med, p10, p90 = quantiles(time_replays(dec.g.replay, a.warmup, a.reps))
                     nbytes = 2 * b * hkv * ctx * D * 2 + 2 * b * a.hq * D * 2
                     print(f"flashinfer,{a.hq},{hkv},{D},{b},{ctx},{med:.5f},{p10:.5f},{p90:.5f},"
                           f"{nbytes},{nbytes / med / 1e6:.1f},{version},{BACKEND}", file=out,
@@ -211,8 +184,8 @@ def main():
     if ratio is not None and not ratio <= 1.0:
         print(f"flashinfer_baseline.py: the check against SDPA failed (error / bound {ratio:.3f})",
               file=sys.stderr)
-        return finish(EXIT_CHECK)
-    return finish(0)
+        return EXIT_CHECK
+    return 0
 
 
 if __name__ == "__main__":

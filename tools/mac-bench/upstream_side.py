@@ -37,6 +37,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "verification", "adapters"))
+from bench_common import add_grid_args, check_grid, csv_out, quantiles, time_replays  # noqa: E402
 
 COLUMNS = ("kind,k3,amend,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,"
            "p90_ms,bytes,gbps,pct_read_bw,speedup_vs_full,pdl,schedule").split(",") + ["impl"]
@@ -118,11 +119,6 @@ def upstream_arguments(um, bk, q_post, q_pre, k_cache, v_cache, rings, page_tabl
     return a
 
 
-def quantiles(ms):
-    s = sorted(ms)
-    return s[len(s) // 2], s[len(s) // 10], s[len(s) * 9 // 10]
-
-
 class Side:
     """The run: upstream's op, the device, the CSV; shape() measures one (Hkv, N, ctx) at every
     hit fraction."""
@@ -152,17 +148,8 @@ class Side:
 
     def streaming_read(self):
         """GB/s of torch.sum over 4 GiB, median of 20 after 5."""
-        torch = self.torch
-        buf = torch.ones(1 << 30, dtype=torch.float32, device=self.dev)
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        ms = []
-        for _ in range(25):
-            e0.record()
-            buf.sum()
-            e1.record()
-            e1.synchronize()
-            ms.append(e0.elapsed_time(e1))
-        return (4 << 30) / quantiles(ms[5:])[0] / 1e6
+        buf = self.torch.ones(1 << 30, dtype=self.torch.float32, device=self.dev)
+        return (4 << 30) / quantiles(time_replays(buf.sum, 5, 20))[0] / 1e6
 
     def header(self):
         a, torch = self.a, self.torch
@@ -175,20 +162,7 @@ class Side:
         print(",".join(COLUMNS), file=self.out, flush=True)
 
     def time_replays(self, replay, restore):
-        """Individually event-timed replays (ms) after warm-up; restore() untimed before each."""
-        torch, a, stream = self.torch, self.a, self.stream
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        ms = []
-        with torch.cuda.stream(stream):
-            for i in range(a.warmup + a.reps):
-                restore()
-                e0.record(stream)
-                replay()
-                e1.record(stream)
-                e1.synchronize()
-                if i >= a.warmup:
-                    ms.append(e0.elapsed_time(e1))
-        return ms
+        return time_replays(replay, self.a.warmup, self.a.reps, restore, self.stream)
 
     def row(self, kind, k3, f, hits, t, nbytes, impl):
         """One CSV row in mac-bench's columns; t = (median, p10, p90) ms."""
@@ -331,19 +305,12 @@ def main():
     ap.add_argument("--checkout", default=".carry/upstream",
                     help="root of a YJHMITWEB/MAC-Attention checkout (upstream's loader builds "
                          "the op from it)")
-    ap.add_argument("--hkv", type=int, nargs="+", default=[8, 4])
-    ap.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64])
-    ap.add_argument("--ctx", type=int, nargs="+", default=[32768, 65536, 130048])
+    add_grid_args(ap)
     ap.add_argument("--hit", type=float, nargs="+", default=[0.0, 0.5, 0.9, 0.95, 1.0])
-    ap.add_argument("--hq", type=int, default=32)
-    ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--ring", type=int, default=512)
     ap.add_argument("--tail", type=int, default=256)
     ap.add_argument("--tau", type=float, default=0.45)
     ap.add_argument("--max-lag", type=int, default=64)
-    ap.add_argument("--page-size", type=int, default=16)
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("--budget-s", type=float, default=0,
@@ -351,23 +318,18 @@ def main():
                          "holds the points done")
     ap.add_argument("--csv", default="", help="CSV file (default stdout)")
     a = ap.parse_args()
-    for name in ("hkv", "batch", "ctx"):
-        bad = [x for x in getattr(a, name) if x < 1]
-        if bad:
-            sys.exit(f"upstream_side.py: --{name} {bad[0]} must be >= 1")
+    check_grid(a, "upstream_side.py")
     bad = [f for f in a.hit if not 0.0 <= f <= 1.0]
     if bad:
         sys.exit(f"upstream_side.py: --hit {bad[0]} outside [0, 1]")
-    if any(a.hq % h for h in a.hkv):
-        sys.exit(f"upstream_side.py: --hq {a.hq} must be a multiple of every --hkv {a.hkv}")
     short = [c for c in a.ctx if c - 1 < a.ring]
     if short:
         sys.exit(f"upstream_side.py: --ctx {short[0]} must exceed --ring {a.ring} (every ring "
                  "slot then holds a candidate of both kernels)")
     if not 1 <= a.max_lag < a.ring:
         sys.exit(f"upstream_side.py: --max-lag {a.max_lag} outside 1..{a.ring - 1}")
-    if a.reps < 1 or a.rounds < 1:
-        sys.exit("upstream_side.py: --reps and --rounds must be >= 1")
+    if a.rounds < 1:
+        sys.exit(f"upstream_side.py: --rounds {a.rounds} must be >= 1")
 
     import torch
     import macattn
@@ -379,35 +341,35 @@ def main():
     if a.head_dim != um.HEAD_DIM or any(a.hq // h > um.MAX_GROUP for h in a.hkv):
         sys.exit(f"upstream_side.py: upstream's op takes D = {um.HEAD_DIM} and groups up to "
                  f"{um.MAX_GROUP} only")
-    tmp = a.csv + ".tmp" if a.csv else ""
-    out = open(tmp, "w") if tmp else sys.stdout
-    failed, stopped = 0, False
-    try:
-        side = Side(a, out)
-        side.header()
-        t0 = time.time()
-        over = lambda: a.budget_s > 0 and time.time() - t0 > a.budget_s  # noqa: E731
-        for hkv in a.hkv:
-            for N in a.batch:
-                for ctx in a.ctx:
-                    if over():
-                        stopped = True
-                    if stopped:
-                        break
-                    bad, stopped = side.shape(hkv, N, ctx, over)
-                    failed += bad
-                    torch.cuda.empty_cache()
-        if stopped:
-            print(f"# stopped at the --budget-s {a.budget_s} s limit", file=out)
-    finally:  # the rows done stay, under the CSV's name, whatever ended the run
-        if tmp:
-            out.close()
-            os.replace(tmp, a.csv)
+    with csv_out(a.csv) as out:
+        failed = run(a, out, torch)
     if failed:
         print(f"upstream_side.py: {failed} point(s) whose decisions differ from the plan",
               file=sys.stderr)
         return EXIT_DECISIONS
     return 0
+
+
+def run(a, out, torch):
+    """Every shape of the grid into `out` (within --budget-s); the number of points whose
+    decisions differ from the plan."""
+    side = Side(a, out)
+    side.header()
+    t0 = time.time()
+    over = lambda: a.budget_s > 0 and time.time() - t0 > a.budget_s  # noqa: E731
+    failed = 0
+    for hkv in a.hkv:
+        for N in a.batch:
+            for ctx in a.ctx:
+                stopped = over()
+                if not stopped:
+                    bad, stopped = side.shape(hkv, N, ctx, over)
+                    failed += bad
+                    torch.cuda.empty_cache()
+                if stopped:
+                    print(f"# stopped at the --budget-s {a.budget_s} s limit", file=out)
+                    return failed
+    return failed
 
 
 if __name__ == "__main__":
