@@ -11,21 +11,15 @@
 # summary.md, build.log (ours and FlashInfer's JIT, tails), flashinfer.log.
 # Usage: OUT=dir bash scripts/device/flashinfer_baseline.sh
 #   GRID="--hkv 8 4 --batch 1 16 64 --ctx 32768 65536 130048" (the default grid) narrows it.
-set -u -o pipefail
-OUT=${OUT:?OUT is unset}
-mkdir -p "$OUT"
-PY=${PY:-/opt/torch/.venv/bin/python3}
-[ -x "$PY" ] || PY=python3
+# shellcheck source=scripts/device/device_env.sh
+. "$(dirname "$0")/device_env.sh"
 WHEELS=${WHEELS:-.carry/flashinfer}
 SITE=${SITE:-/tmp/flashinfer-site}
 GRID=${GRID:-}
-export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 # FlashInfer's JIT: cache under /tmp, Hopper only (9.0a: the arch its sm90 kernels need).
 export FLASHINFER_WORKSPACE_BASE=/tmp/flashinfer-ws
 export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a}
 export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
-t0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$OUT/env.txt"; }
 { echo "commit ${MAC_COMMIT:-$(git rev-parse --short=12 HEAD 2> /dev/null)}"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   nvcc --version | tail -1; nproc

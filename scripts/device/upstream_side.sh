@@ -13,20 +13,14 @@
 # Usage: OUT=dir bash scripts/device/upstream_side.sh
 #   SIDE_ARGS="--hkv 8 --batch 1 64 --hit 0 1" narrows the grid; BUDGET (s, default 330) is
 #   the whole script's: the side-by-side starts no new point after it.
-set -u -o pipefail
-OUT=${OUT:?OUT is unset}
-mkdir -p "$OUT"
+# shellcheck source=scripts/device/device_env.sh
+. "$(dirname "$0")/device_env.sh"
 UPSTREAM=${UPSTREAM:-.carry/upstream}
-PY=${PY:-/opt/torch/.venv/bin/python3}
-[ -x "$PY" ] || PY=python3
 BUDGET=${BUDGET:-330}
 SIDE_ARGS=${SIDE_ARGS:-}
 ADAPTER=verification/adapters/upstream_mac.py
-export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 export MAC_WORKSPACE_BASE=${MAC_WORKSPACE_BASE:-/tmp/upstream-side/jit}
 mkdir -p "$MAC_WORKSPACE_BASE"
-t0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$OUT/env.txt"; }
 { echo "commit ${MAC_COMMIT:-$(git rev-parse --short=12 HEAD 2> /dev/null)}"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   nvcc --version | tail -1; nproc

@@ -18,6 +18,16 @@ def add_grid_args(ap, page_size=True):
     ap.add_argument("--warmup", type=int, default=10)
 
 
+def add_mac_args(ap):
+    """mac-bench's options of the MAC steps: hit fractions, M, r, the lags, the seed."""
+    ap.add_argument("--hit", type=float, nargs="+", default=[0.0, 0.5, 0.9, 0.95, 1.0],
+                    help="hit fractions (list)")
+    ap.add_argument("--ring", type=int, default=512, help="M")
+    ap.add_argument("--tail", type=int, default=256, help="r")
+    ap.add_argument("--max-lag", type=int, default=64, help="hit lags uniform in 1..max-lag")
+    ap.add_argument("--seed", type=int, default=20261129)
+
+
 def check_grid(a, prog):
     """Exits naming the first value out of range: sizes >= 1, Hq a multiple of every Hkv."""
     for name in ("hkv", "batch", "ctx"):

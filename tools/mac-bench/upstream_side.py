@@ -37,7 +37,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "verification", "adapters"))
-from bench_common import add_grid_args, check_grid, csv_out, quantiles, time_replays  # noqa: E402
+from bench_common import (add_grid_args, add_mac_args, check_grid, csv_out,  # noqa: E402
+                          quantiles, time_replays)
 
 COLUMNS = ("kind,k3,amend,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,"
            "p90_ms,bytes,gbps,pct_read_bw,speedup_vs_full,pdl,schedule").split(",") + ["impl"]
@@ -182,18 +183,20 @@ class Side:
         torch, um, ops, a, dev, gen = self.torch, self.um, self.ops, self.a, self.dev, self.gen
         D, Hq, M, ps, bf = a.head_dim, a.hq, a.ring, a.page_size, torch.bfloat16
         m, ppr = ctx - 1, -(-ctx // ps)
-        k_cache = torch.randn((N * ppr, ps, hkv, D), generator=gen, device=dev, dtype=bf)
-        v_cache = torch.randn((N * ppr, ps, hkv, D), generator=gen, device=dev, dtype=bf)
-        page_table = torch.arange(N * ppr, dtype=torch.int32, device=dev).view(N, ppr)
+        pool = (N * ppr, ps, hkv, D)  # row i's pages i·ppr .. i·ppr + ppr − 1, in order
+        k_cache, v_cache = (torch.randn(pool, generator=gen, device=dev, dtype=bf)
+                            for _ in range(2))
+        pages = np.arange(N * ppr).reshape(N, ppr)  # the page table, also upstream's tokens'
+        page_table = torch.from_numpy(pages).to(dev, torch.int32)
         kv_len = torch.full((N,), ctx, dtype=torch.int32, device=dev)
         slot = torch.arange(N, dtype=torch.int32, device=dev)
         st = ops.MacDecodeState(num_slots=N, num_q_heads=Hq, num_kv_heads=hkv, head_dim=D,
                                 max_batch=N, max_context=ctx, ring=M, tau=a.tau, tail=a.tail,
                                 gen_min=0, softmax_scale=1 / math.sqrt(D), device=dev)
         rings = (st.ring_q_pre, st.ring_o, st.ring_lse)
-        st.ring_q_pre.copy_(torch.randn(st.ring_q_pre.shape, generator=gen, device=dev))
-        st.ring_o.copy_(torch.randn(st.ring_o.shape, generator=gen, device=dev) * 0.1)
-        st.ring_lse.copy_(torch.randn(st.ring_lse.shape, generator=gen, device=dev) + 8)
+        # Ring contents as mac-bench's: q̃ N(0,1), o N(0, 0.1²), L N(8, 1).
+        for t, scale, shift in zip(rings, (1.0, 0.1, 0.0), (0.0, 0.0, 8.0)):
+            t.copy_(torch.randn(t.shape, generator=gen, device=dev) * scale + shift)
         st.mark_ready(range(N))
         q_post = torch.randn((N, Hq, D), generator=gen, device=dev, dtype=bf)
         q_pre = torch.empty_like(q_post)  # refilled per hit fraction
@@ -228,7 +231,7 @@ class Side:
 
         # Upstream's arguments over the same tensors.
         ua = upstream_arguments(um, self.bk, q_post, q_pre, k_cache, v_cache, rings,
-                                page_table.cpu().numpy(), m, a.tail, self.tau_arg,
+                                pages, m, a.tail, self.tau_arg,
                                 1 / math.sqrt(D), ctx)
         up_args = [ua[n] for n in um.UPSTREAM_ARGS]
 
@@ -306,13 +309,12 @@ def main():
                     help="root of a YJHMITWEB/MAC-Attention checkout (upstream's loader builds "
                          "the op from it)")
     add_grid_args(ap)
-    ap.add_argument("--hit", type=float, nargs="+", default=[0.0, 0.5, 0.9, 0.95, 1.0])
-    ap.add_argument("--ring", type=int, default=512)
-    ap.add_argument("--tail", type=int, default=256)
-    ap.add_argument("--tau", type=float, default=0.45)
-    ap.add_argument("--max-lag", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=20261129)
+    add_mac_args(ap)
+    ap.add_argument("--tau", type=float, default=0.45,
+                    help="MAC's τ (upstream gets the threshold argument giving the same "
+                         "distance threshold)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="blocks of --reps per kernel, alternating which goes first")
     ap.add_argument("--budget-s", type=float, default=0,
                     help="start no new point after this many seconds (0: none); the CSV then "
                          "holds the points done")
