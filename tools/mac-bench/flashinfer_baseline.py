@@ -118,8 +118,9 @@ def check_point(flashinfer, workspace, a, hkv, b, ctx, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_grid_args(ap)
-    ap.add_argument("--workspace-mb", type=int, default=128,
-                    help="float workspace (split-KV partials; FlashInfer recommends 128 MB)")
+    ap.add_argument("--workspace-mb", type=int, default=384,
+                    help="float workspace for the split-KV partials (FlashInfer recommends at "
+                         "least 128 MB; SGLang gives it 384 MB)")
     ap.add_argument("--check-hkv", type=int, default=8)
     ap.add_argument("--check-batch", type=int, default=4)
     ap.add_argument("--check-ctx", type=int, default=8197,
@@ -128,6 +129,8 @@ def main():
     ap.add_argument("--csv", default="")
     a = ap.parse_args()
     check_grid(a, "flashinfer_baseline.py")
+    if a.workspace_mb < 1:
+        sys.exit(f"flashinfer_baseline.py: --workspace-mb {a.workspace_mb} must be >= 1")
     if a.hq % a.check_hkv or min(a.check_batch, a.check_ctx) < 1:
         sys.exit(f"flashinfer_baseline.py: the check point (--check-hkv {a.check_hkv}, "
                  f"--check-batch {a.check_batch}, --check-ctx {a.check_ctx}) needs sizes >= 1 "
