@@ -11,8 +11,8 @@ entry of position m − lag, lag uniform in 1..max_lag (d2 = 0), a miss head's q
 slot-major for both (position p in slot p mod M, upstream's implicit positions), the K/V pool
 [pages, 16, Hkv, D] NHD (upstream's token view of it), the threshold mapped by the adapter's
 threshold_argument. Before timing, both kernels' hit flags are checked against the planned
-placement (a mismatch stops the run, exit 3) and the largest difference of their outputs is
-logged. Each step writes entry(m) into slot m mod M: the slot is restored between replays,
+placement (a point where either differs is not timed, and the run exits 3) and the largest
+difference of their outputs is logged (stderr). Each step writes entry(m) into slot m mod M: the slot is restored between replays,
 outside the timed region, for both.
 
 Timing: ours is the engine's own CUDA graph (mac::cuda::Engine::capture/replay, what mac-bench
@@ -64,8 +64,8 @@ def plan(rng, N, Hq, f, max_lag):
 def mac_bytes(lag, N, Hq, Hkv, D, m, M, tail):
     """mac-bench's byte count of a MAC step: per (row, KV head) the keys of the union of its
     heads' spans (a miss reads [0, m], a hit at p = m − lag reads [p + 1 − tail, m], every
-    head at least the last `tail` keys), K and V; the ring queries K1 scans; q/out; the ring
-    writes (q̃, o, and the q read by the hit test)."""
+    head at least the last `tail` keys), K and V; the ring queries K1 scans; q/out; and three
+    BF16 vectors per head for q̃ and the ring writes, as mac-bench counts them."""
     G = Hq // Hkv
     lag = lag.reshape(N, Hkv, G)
     lo = np.where(lag == 0, 0, np.maximum(0, m - lag + 1 - tail))
