@@ -41,6 +41,7 @@ export TVM_FFI_CACHE_DIR=/tmp/tvm-ffi-cache
 stamp "wheels installed: $(find "$SITE" -maxdepth 1 -name '*.dist-info' -printf '%f ')"
 
 # Both JIT builds (through FlashInfer's check against SDPA) beside our build.
+touch /tmp/flashinfer_t0
 timeout 420 "$PY" tools/mac-bench/flashinfer_baseline.py --hkv 8 --batch 1 --ctx 32768 \
   --reps 5 --warmup 2 --csv /tmp/flashinfer_warm.csv > "$OUT/flashinfer.log" 2>&1 &
 fi_pid=$!
@@ -57,7 +58,7 @@ if [ "$fi_rc" -ne 0 ]; then
   tail -40 "$OUT/flashinfer.log"
 fi
 # FlashInfer's own JIT log, if it kept one (the reason a build failed).
-find "$FLASHINFER_WORKSPACE_BASE" -name "*.log" -newer "$OUT/env.txt" 2> /dev/null | head -3 |
+find "$FLASHINFER_WORKSPACE_BASE" -name "*.log" -newer /tmp/flashinfer_t0 2> /dev/null | head -3 |
   while read -r f; do echo "== $f" >> "$OUT/build.log"; tail -60 "$f" >> "$OUT/build.log"; done
 
 # The three on the grid, one after another in this call (ratios are taken within a call).
