@@ -5,6 +5,7 @@
 set -u -o pipefail
 OUT=${OUT:?OUT is unset}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # absolute: steps may run from another directory
 PY=${PY:-/opt/torch/.venv/bin/python3}
 [ -x "$PY" ] || PY=python3
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1

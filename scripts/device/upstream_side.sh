@@ -65,9 +65,10 @@ fi
 left=$((BUDGET - ($(date +%s) - t0) - 30))
 [ "$left" -lt 30 ] && left=30
 root=$PWD
+checkout=$(cd "$UPSTREAM" && pwd)
 # shellcheck disable=SC2086
 (cd /tmp && timeout $((left + 60)) "$PY" "$root/tools/mac-bench/upstream_side.py" \
-  --checkout "$root/$UPSTREAM" --budget-s "$left" $SIDE_ARGS --csv "$OUT/side.csv") \
+  --checkout "$checkout" --budget-s "$left" $SIDE_ARGS --csv "$OUT/side.csv") \
   > "$OUT/side.log" 2>&1
 side_rc=$?
 stamp "upstream_side.py rc=$side_rc: $(grep -vc '^#' "$OUT/side.csv" 2> /dev/null) lines"
