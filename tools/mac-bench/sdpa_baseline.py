@@ -10,19 +10,16 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from bench_common import add_grid_args, check_grid, quantiles, time_replays
+
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--hkv", type=int, nargs="+", default=[8, 4])
-    ap.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64])
-    ap.add_argument("--ctx", type=int, nargs="+", default=[32768, 65536, 130048])
-    ap.add_argument("--hq", type=int, default=32)
-    ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--warmup", type=int, default=10)
+    add_grid_args(ap, page_size=False)
     ap.add_argument("--backend", default="cudnn", choices=["cudnn", "flash", "efficient", "math"])
     ap.add_argument("--csv", default="")
     a = ap.parse_args()
+    check_grid(a, "sdpa_baseline.py")
     backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[a.backend]
     out = open(a.csv, "w") if a.csv else sys.stdout
@@ -49,21 +46,10 @@ def main():
                         g = torch.cuda.CUDAGraph()
                         with torch.cuda.graph(g):
                             o = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-                    ms = []
-                    for i in range(a.warmup + a.reps):
-                        e0 = torch.cuda.Event(enable_timing=True)
-                        e1 = torch.cuda.Event(enable_timing=True)
-                        e0.record()
-                        g.replay()
-                        e1.record()
-                        e1.synchronize()
-                        if i >= a.warmup:
-                            ms.append(e0.elapsed_time(e1))
-                    ms.sort()
-                    med = ms[len(ms) // 2]
+                    med, p10, p90 = quantiles(time_replays(g.replay, a.warmup, a.reps))
                     nbytes = 2 * b * hkv * ctx * D * 2 + 2 * b * a.hq * D * 2
-                    print(f"sdpa_{a.backend},{a.hq},{hkv},{D},{b},{ctx},{med:.5f},{ms[len(ms)//10]:.5f},"
-                          f"{ms[len(ms)*9//10]:.5f},{nbytes},{nbytes / med / 1e6:.1f}", file=out, flush=True)
+                    print(f"sdpa_{a.backend},{a.hq},{hkv},{D},{b},{ctx},{med:.5f},{p10:.5f},"
+                          f"{p90:.5f},{nbytes},{nbytes / med / 1e6:.1f}", file=out, flush=True)
                     del g, o
                 except Exception as ex:  # report and continue with the next shape
                     print(f"# sdpa_{a.backend} hkv={hkv} b={b} ctx={ctx} failed: {type(ex).__name__}: {ex}",

@@ -6,7 +6,12 @@ MAC all-miss relative to full, the MAC speedups at hit fraction 0.95 and 1.0, an
 When the run had --pdl-compare, a second table: each step's time with the kernels launched as
 programmatic dependents (pdl 1) against plain stream order (pdl 0), measured side by side.
 
-    python3 tools/mac-bench/summarize.py MAC_BENCH_CSV SDPA_CSV [--out FILE]
+    python3 tools/mac-bench/summarize.py MAC_BENCH_CSV [SDPA_CSV] [--flashinfer CSV] [--out FILE]
+
+With --flashinfer (flashinfer_baseline.py's CSV of the same call) the first table gains
+FlashInfer's time and our full attention's speed relative to it. When the mac-bench CSV holds
+`upstream` rows (upstream_side.py), a table of our MAC step against upstream's kernel at the
+same decision placement follows.
 
 Ratios are of medians (each of 50 CUDA-graph replays after 10 warm-ups); both CSVs carry
 p10/p90 for the spread."""
@@ -24,14 +29,17 @@ def rows(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("mac_bench_csv")
-    ap.add_argument("sdpa_csv")
+    ap.add_argument("sdpa_csv", nargs="?", default="")
+    ap.add_argument("--flashinfer", default="", help="flashinfer_baseline.py's CSV")
     ap.add_argument("--out", default="", help="write the table here (default stdout)")
     a = ap.parse_args()
-    for p in (a.mac_bench_csv, a.sdpa_csv):
-        if not os.path.isfile(p):
+    for p in (a.mac_bench_csv, a.sdpa_csv, a.flashinfer):
+        if p and not os.path.isfile(p):
             sys.exit(f"summarize.py: no such file: {p}")
     mac = rows(a.mac_bench_csv)
-    sdpa = {(int(r["hkv"]), int(r["batch"]), int(r["ctx"])): float(r["median_ms"]) for r in rows(a.sdpa_csv)}
+    by_shape = lambda path: {(int(r["hkv"]), int(r["batch"]), int(r["ctx"])): float(r["median_ms"])
+                             for r in rows(path)} if path else {}
+    sdpa, fi = by_shape(a.sdpa_csv), by_shape(a.flashinfer)
     shapes = []
     for r in mac:
         key = (int(r["hkv"]), int(r["batch"]), int(r["ctx"]))
@@ -54,10 +62,11 @@ def main():
             return r
         return None
 
+    fi_head = ("FlashInfer ms | full vs FlashInfer | ", "---|---|") if a.flashinfer else ("", "")
     out = [
         "| Hkv | batch | ctx | item keys | full ms (p10–p90) | full % read BW | SDPA ms | full vs SDPA | "
-        "MAC all-miss / full | MAC hit 0.95 speedup | MAC all-hit speedup | K1 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        + fi_head[0] + "MAC all-miss / full | MAC hit 0.95 speedup | MAC all-hit speedup | K1 ms |",
+        "|---|---|---|---|---|---|---|---|" + fi_head[1] + "---|---|---|---|",
     ]
     for key in shapes:
         full = pick(key, "full")
@@ -71,6 +80,7 @@ def main():
             f"| {key[0]} | {key[1]} | {key[2]} | {full['chunk']} | {fm:.4f} ({float(full['p10_ms']):.4f}–"
             f"{float(full['p90_ms']):.4f}) | {float(full['pct_read_bw']):.1f} | "
             + (f"{s:.4f} | {s / fm:.3f} | " if s else "– | – | ")
+            + ((f"{fi[key]:.4f} | {fi[key] / fm:.3f} | " if key in fi else "– | – | ") if a.flashinfer else "")
             + cell(miss, lambda r: f"{fm / float(r['median_ms']):.3f}") + " | "
             + cell(h95, lambda r: f"{fm / float(r['median_ms']):.2f}x") + " | "
             + cell(h1, lambda r: f"{fm / float(r['median_ms']):.1f}x") + " | "
@@ -86,6 +96,18 @@ def main():
                 cells.append(f"{float(on['median_ms']):.4f} / {float(off['median_ms']):.4f} "
                              f"({float(off['median_ms']) / float(on['median_ms']):.3f}x)" if on and off else "–")
             out.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + " |")
+    up = [r for r in mac if r["kind"] == "upstream"]
+    if up:
+        out += ["", "| Hkv | batch | ctx | hit frac | hits | ours MAC ms (p10–p90) | upstream ms (p10–p90) | "
+                "upstream / ours | timing |", "|---|---|---|---|---|---|---|---|---|"]
+        for u in up:
+            key = (int(u["hkv"]), int(u["batch"]), int(u["ctx"]))
+            ours = pick(key, "mac", float(u["hit_frac"]))
+            band = lambda r: f"{float(r['median_ms']):.4f} ({float(r['p10_ms']):.4f}–{float(r['p90_ms']):.4f})"
+            out.append(f"| {key[0]} | {key[1]} | {key[2]} | {u['hit_frac']} | {u['hits']} | "
+                       + (band(ours) if ours else "–") + f" | {band(u)} | "
+                       + (f"{float(u['median_ms']) / float(ours['median_ms']):.2f}x" if ours else "–")
+                       + f" | {u.get('impl', '')} |")
     text = "\n".join(out) + "\n"
     if a.out:
         tmp = a.out + ".tmp"
