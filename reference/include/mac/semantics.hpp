@@ -77,7 +77,7 @@ MAC_HD constexpr void store_ranges(Result& res, const StepRanges<I>& k) {
   res.keys_read = k.keys_read();
 }
 
-/*! \brief Periodic refresh (DESIGN semantics §3.3): with period `N > 0`, query head `h` of
+/*! \brief Periodic refresh (docs/semantics.md §3.3): with period `N > 0`, query head `h` of
  *         `Hq` is forced to miss at every position m with `(m + ⌊h·N/Hq⌋) mod N = 0`. The
  *         offsets `⌊h·N/Hq⌋` spread the heads evenly over the period, so that about Hq/N heads
  *         refresh at each step instead of all of them at once. N = 0: never.
@@ -88,7 +88,7 @@ MAC_HD constexpr bool refresh_due(I m, NonDeducedT<I> h, NonDeducedT<I> num_head
   return N > 0 && (m + h * N / num_heads) % N == 0;
 }
 
-/*! \brief Chain-depth cap (DESIGN semantics §3.3): a would-be hit on an entry of chain depth
+/*! \brief Chain-depth cap (docs/semantics.md §3.3): a would-be hit on an entry of chain depth
  *         `depth` misses iff `K ≥ 0` and `depth ≥ K` (K = 0: every step misses; K = −1: no cap).
  */
 template <typename I>
