@@ -886,7 +886,7 @@ void prepare_output_dir(const SweepConfig& cfg) {
   for (const char* table : {"study.h5", "runs.csv", "error_vs_depth.csv", "error_vs_lag.csv",
                             "hit_rate.csv", "bound_hist.csv", "pairs.csv"})
     for (const auto& trace : cfg.traces) io::refuse_if_same_file((out / table).string(), {trace});
-  for (const fs::path dir : {out, out / "runs", out / "exact"})
+  for (const fs::path& dir : {out, out / "runs", out / "exact"})
     io::remove_stale_temporaries_in(dir.string());
 }
 
