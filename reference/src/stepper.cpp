@@ -30,10 +30,11 @@ DecodeStepper<T>::DecodeStepper(const LayerData& layer, double softmax_scale,
   require(std::isfinite(softmax_scale) && softmax_scale > 0, "softmax_scale = ", softmax_scale,
           " must be finite and > 0");
   layer.check_logit_range(softmax_scale, "layer");
-  // Positions are < T, so a ring of M ≥ T never wraps and its slot p mod M is slot p mod T:
-  // min(M, T) slots per head hold the same entries (M itself may be as large as kMaxTokens).
-  ring_ = Ring<T>(std::min(params_.ring, std::max<int64_t>(layer.tokens, 1)), layer.num_q_heads,
-                  layer.head_dim);
+  // Positions are < T (the layer's capacity: an incremental layer fills its positions after
+  // this), so a ring of M ≥ T never wraps and its slot p mod M is slot p mod T: min(M, T)
+  // slots per head hold the same entries (M itself may be as large as kMaxTokens).
+  const int64_t positions = std::max<int64_t>({layer.tokens, layer.capacity(), 1});
+  ring_ = Ring<T>(std::min(params_.ring, positions), layer.num_q_heads, layer.head_dim);
   threshold_ = match_threshold(layer.head_dim, params_.tau);
 }
 

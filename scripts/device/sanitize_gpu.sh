@@ -10,7 +10,8 @@
 # env.txt, summary.txt, the 4 suite logs, and the cert logs concatenated into cert.log).
 # Usage: OUT=dir scripts/device/sanitize_gpu.sh
 # SUITE_TESTS / RACE_TESTS (Boost.Test --run_test paths, colon-separated) and CERT_CASES
-# (mac-verify --case) replace the defaults.
+# (mac-verify --case) replace the defaults; TOOLS (a subset of the four), MEM_S, INIT_S, SYNC_S,
+# RACE_S (seconds per suite run) and CERT_S (per certification run) change the budget.
 set -u -o pipefail
 OUT=${OUT:?OUT is unset}
 mkdir -p "$OUT"
@@ -55,16 +56,22 @@ cert() {  # cert TOOL SECONDS
     --out "/tmp/san-cert-$1/report.h5" > "/tmp/san-cert-$1.log" 2>&1
   echo "exit status $?" >> "/tmp/san-cert-$1.log"
 }
-# 75 + 45 + 45 + 150 = 315 s for the suite; the certification beside it, 4 x 45 s.
-( suite memcheck 75 "$SUITE_TESTS"; suite initcheck 45 "$SUITE_TESTS"
-  suite synccheck 45 "$SUITE_TESTS"; suite racecheck 150 "$RACE_TESTS" ) &
+# Seconds per tool (75 + 45 + 45 + 150 = 315 s for the suite; the certification beside it,
+# CERT_S each); TOOLS runs a subset, e.g. a second call that gives the slow tools more time.
+declare -A secs=([memcheck]=${MEM_S:-75} [initcheck]=${INIT_S:-45} [synccheck]=${SYNC_S:-45}
+                 [racecheck]=${RACE_S:-150})
+TOOLS=${TOOLS:-memcheck initcheck synccheck racecheck}
+( for t in $TOOLS; do
+    if [ "$t" = racecheck ]; then suite "$t" "${secs[$t]}" "$RACE_TESTS"
+    else suite "$t" "${secs[$t]}" "$SUITE_TESTS"; fi
+  done ) &
 suite_pid=$!
-( cert memcheck 45; cert initcheck 45; cert synccheck 45; cert racecheck 45 ) &
+( for t in $TOOLS; do cert "$t" "${CERT_S:-45}"; done ) &
 cert_pid=$!
 wait $suite_pid $cert_pid
 stamp "sanitizers done"
 : > "$OUT/cert.log"
-for tool in memcheck initcheck synccheck racecheck; do
+for tool in $TOOLS; do
   { echo "## compute-sanitizer --tool $tool (mac-verify --mode gpu --case $CERT_CASES)"
     cat "/tmp/san-cert-$tool.log"; } >> "$OUT/cert.log"
 done
@@ -76,7 +83,7 @@ findings() {  # the errors a log's summaries report
     grep -oE "[0-9]+" | awk '{s += $1} END {print s + 0}'
 }
 {
-  for tool in memcheck initcheck synccheck racecheck; do
+  for tool in $TOOLS; do
     s=$OUT/suite_$tool.log
     echo "suite $tool: $(findings "$s") findings, $(grep -c "ERROR SUMMARY\|RACECHECK SUMMARY" "$s") summaries," \
       "$(tail -1 "$s"), $(grep -m1 -oE "No errors detected|\*\*\* [0-9]+ failures? (is|are) detected" "$s" || echo "no Boost.Test verdict")"

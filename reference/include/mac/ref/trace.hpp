@@ -47,6 +47,12 @@ struct LayerData {
     return v.data() + (t * num_kv_heads + hk) * head_dim;
   }
   int64_t group_size() const { return num_q_heads / num_kv_heads; }
+  /*! \brief Positions the arrays hold (≥ tokens): an incremental stepper's layer is allocated
+   *  for all of its positions up front and counts the filled ones in `tokens`. */
+  int64_t capacity() const {
+    const int64_t row = num_q_heads * head_dim;
+    return row > 0 ? static_cast<int64_t>(q_pre.size()) / row : 0;
+  }
 
   /*! \brief Allocates zeroed arrays for the given shape. */
   void resize(int64_t T, int64_t hq, int64_t hkv, int64_t d);
