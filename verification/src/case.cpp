@@ -202,8 +202,8 @@ CaseSpec parse_case(const std::string& line) {
   c.k3 = S();
   c.special = S();
   c.smoke = I(0, 1) != 0;
-  c.K = I(-1, kMaxTokens);
-  c.N = I(0, kMaxTokens);
+  c.K = I(-kMaxTokens, kMaxTokens);  // validate() names the policy ranges
+  c.N = I(-kMaxTokens, kMaxTokens);
   c.validate();
   return c;
 }
