@@ -24,6 +24,10 @@ import macattn
 
 from .model import Model, exact_attention
 
+# gen_min past every position a layer can hold (the largest MacParams accepts, 2^31 - 1):
+# no step is eligible, so every step misses.
+NEVER = (1 << 31) - 1
+
 
 @dataclass
 class Policy:
@@ -43,7 +47,7 @@ class Policy:
     def params(self, layer: int, gen_min: int) -> macattn.MacParams:
         tau = self.tau if self.layer_tau is None else float(self.layer_tau[layer])
         return macattn.MacParams(tau=tau, ring=self.ring, tail=self.tail, sinks=self.sinks,
-                                 gen_min=(1 << 40) if self.force_miss else gen_min,
+                                 gen_min=NEVER if self.force_miss else gen_min,
                                  depth_cap=self.depth_cap, refresh=self.refresh)
 
     def describe(self) -> str:
