@@ -893,7 +893,10 @@ std::string AbiCase::after_step(int64_t s, StepOutput* out) {
     }
   for (int k = 0; k < kRingTensors && problem.empty(); ++k) {
     const auto& d = layout_.t[kRing[k]];
-    if (std::memcmp(arena_ + d.offset, ring_before_[k].data(), d.bytes) == 0) continue;
+    // An undeclared tensor (ring depth) has no bytes and a null snapshot; memcmp with a null
+    // pointer is undefined even for 0 bytes.
+    if (d.bytes == 0 || std::memcmp(arena_ + d.offset, ring_before_[k].data(), d.bytes) == 0)
+      continue;
     // Name the first slot that changed.
     const size_t es = elem_size(d.dtype), per = k < 2 ? static_cast<size_t>(D) : 1;
     for (int b = 0; b < B && problem.empty(); ++b)
