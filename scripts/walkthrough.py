@@ -19,8 +19,14 @@ runs; the data is kept in docs/walkthrough/figures.json. --check renders the pag
 figure data again and compares them with the committed files (numbers to the last printed
 digit, everything else exactly), without drawing: it fails when the page or the figures
 no longer match what the program prints.
+
+What the PNGs were drawn from is recorded in figures.json under "drawn": the sha256 of
+scripts/walkthrough_figures.py, of the figure data and of each PNG as written. --check also
+fails when the drawing script, the committed data or a PNG no longer has the recorded
+digest, i.e. when the pictures were not redrawn after their script or data changed.
 """
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -34,6 +40,8 @@ TEMPLATE = os.path.join(ROOT, "docs", "walkthrough", "walkthrough.md.in")
 PAGE = os.path.join(ROOT, "docs", "walkthrough.md")
 FIG_DIR = os.path.join(ROOT, "docs", "walkthrough")
 FIG_DATA = os.path.join(FIG_DIR, "figures.json")
+FIG_SCRIPT = os.path.join(ROOT, "scripts", "walkthrough_figures.py")
+FIGURES = ("strip.png", "ring.png", "chain.png", "forms.png")  # what walkthrough_figures.draw writes
 
 RUN_RE = re.compile(r"^@@run(!?) (\w+): (.*)@@$")
 OUT_RE = re.compile(r"^@@out (\w+) (.*)@@$")
@@ -228,6 +236,43 @@ def same_text(a, b):
     return None
 
 
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def sha256_data(data):
+    """The digest of the figure data as figures.json stores it (sorted keys, indent 1)."""
+    return hashlib.sha256(json.dumps(data, indent=1, sort_keys=True).encode()).hexdigest()
+
+
+def provenance(data):
+    """What the PNGs were drawn from and what they were: recorded after drawing."""
+    return {"script_sha256": sha256_file(FIG_SCRIPT), "data_sha256": sha256_data(data),
+            "png_sha256": {n: sha256_file(os.path.join(FIG_DIR, n)) for n in FIGURES}}
+
+
+def stale_figures(committed):
+    """Why the committed PNGs may not show the committed data (a list of reasons, empty if none)."""
+    drawn = committed.get("drawn")
+    if not isinstance(drawn, dict):
+        return ["figures.json records no \"drawn\" digests (the PNGs were not drawn by this script)"]
+    why = []
+    if drawn.get("script_sha256") != sha256_file(FIG_SCRIPT):
+        why.append("scripts/walkthrough_figures.py changed since the PNGs were drawn")
+    data = {k: v for k, v in committed.items() if k != "drawn"}
+    if drawn.get("data_sha256") != sha256_data(data):
+        why.append("the figure data in figures.json is not the data the PNGs were drawn from")
+    pngs = drawn.get("png_sha256") or {}
+    for n in FIGURES:
+        path = os.path.join(FIG_DIR, n)
+        if not os.path.exists(path):
+            why.append(f"docs/walkthrough/{n} is missing")
+        elif pngs.get(n) != sha256_file(path):
+            why.append(f"docs/walkthrough/{n} is not the image drawn with the recorded data and script")
+    return why
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"), help="where mac-sim is")
@@ -239,24 +284,28 @@ def main():
         with open(PAGE) as f:
             diff = same_text(f.read(), page)
         with open(FIG_DATA) as f:
-            figs_ok = close(json.load(f), data)
+            committed = json.load(f)
+        figs_ok = close({k: v for k, v in committed.items() if k != "drawn"}, data)
+        stale = stale_figures(committed)
         if diff:
             print(f"walkthrough: docs/walkthrough.md line {diff[0]} differs from the program:\n"
                   f"  page:    {diff[1]}\n  program: {diff[2]}")
         if not figs_ok:
             print("walkthrough: docs/walkthrough/figures.json differs from the program's output")
-        if diff or not figs_ok:
+        for why in stale:
+            print(f"walkthrough: {why}")
+        if diff or not figs_ok or stale:
             print("regenerate with: /usr/bin/python3 scripts/walkthrough.py --bin BUILD/bin")
             return 1
-        print("walkthrough: the page and the figure data match the program")
+        print("walkthrough: the page and the figure data match the program, and the PNGs were drawn from that data")
         return 0
     import walkthrough_figures  # matplotlib only when drawing
     with open(PAGE, "w") as f:
         f.write(page)
-    with open(FIG_DATA, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
     walkthrough_figures.draw(data, FIG_DIR)
+    with open(FIG_DATA, "w") as f:
+        json.dump(dict(data, drawn=provenance(data)), f, indent=1, sort_keys=True)
+        f.write("\n")
     print(f"walkthrough: wrote {os.path.relpath(PAGE, ROOT)}, {os.path.relpath(FIG_DATA, ROOT)} and the PNGs")
     return 0
 
