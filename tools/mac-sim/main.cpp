@@ -9,6 +9,7 @@
 #include "mac/io/atomic_file.hpp"
 #include "mac/io/h5.hpp"
 #include "mac/io/run_dump.hpp"
+#include "mac/io/schema.hpp"
 #include "mac/io/trace_io.hpp"
 #include "mac/ref/synth.hpp"
 #include "mac/tools/json.hpp"
@@ -49,12 +50,14 @@ void warn(const std::string& w, bool strict) {
  *  attribute, docs/real-traces.md), −1 if the file does not say. */
 int64_t model_layer(const std::string& path, int64_t layer) {
   if (path.empty()) return -1;
+  namespace key = mac::io::schema::trace;
   const auto f = mac::h5::open_file(path);
-  const std::string g = "layers/" + std::to_string(layer);
+  const std::string g = std::string(key::kLayers) + "/" + std::to_string(layer);
   if (!mac::h5::exists(f.get(), g)) return -1;
   const auto grp = mac::h5::open_group(f.get(), g);
-  return mac::h5::has_attr(grp.get(), "model_layer") ? mac::h5::attr_int64(grp.get(), "model_layer")
-                                                     : -1;
+  return mac::h5::has_attr(grp.get(), key::kModelLayer)
+             ? mac::h5::attr_int64(grp.get(), key::kModelLayer)
+             : -1;
 }
 
 /*! The built-in jobs' configuration for a trace of T tokens: half prompt, a ring that holds

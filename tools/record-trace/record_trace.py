@@ -346,6 +346,8 @@ def write_trace(path, geom, layers, data, attrs, gzip_level):
                 f.attrs[k] = v
             for i, li in enumerate(layers):
                 g = f.create_group(f"layers/{i}")
+                # The trace schema's names are those of reference/include/mac/io/schema.hpp
+                # (schema::trace); "model_layer" is kModelLayer, which mac-sim reads.
                 g.attrs["model_layer"] = np.int64(li)
                 for name in ("q_pre", "q_post", "k", "v", "k_pre"):
                     if name not in data[li]:

@@ -582,9 +582,13 @@ bool read_exact(const std::string& path, int64_t prefill, int64_t steps, ExactCa
 
 namespace {
 
-std::vector<std::string> config_columns() {
-  return {"run",  "trace", "layer",   "tau",     "ring",
-          "tail", "sinks", "variant", "storage", "precision"};
+/*! The columns of a table: the configuration's (config_cells' order), then the table's own. */
+template <size_t N>
+std::vector<std::string> table_columns(const char* const (&own)[N]) {
+  std::vector<std::string> c(std::begin(key::tables::kConfigColumns),
+                             std::end(key::tables::kConfigColumns));
+  c.insert(c.end(), std::begin(own), std::end(own));
+  return c;
 }
 
 std::vector<Cell> config_cells(const RunSpec& s) {
@@ -653,27 +657,13 @@ std::string pair_key(const RunSpec& s, const std::string& without) {
 
 void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs) {
   Table t_runs, t_depth, t_lag, t_tau, t_hist, t_pairs;
-  t_runs.columns = cat(
-      config_columns(),
-      {"trace_source",     "gen_min",         "prefill",         "steps",           "heads",
-       "hit_rate",         "kv_fraction",     "rel_l2_p50",      "rel_l2_p90",      "rel_l2_p99",
-       "rel_l2_max",       "hit_rel_l2_p50",  "hit_rel_l2_p99",  "hit_rel_l2_max",  "max_abs",
-       "lse_err_max",      "depth_max",       "depth_mean_hits", "lag_mean_hits",   "bound_checked",
-       "bound_holds",      "bound_ratio_p50", "bound_ratio_p99", "bound_ratio_max", "paper_holds",
-       "paper_ratio_p50",  "paper_ratio_p99", "paper_ratio_max", "seconds",         "cpu_seconds",
-       "bound_cpu_seconds"});
-  t_depth.columns =
-      cat(config_columns(), {"depth_lo", "depth_hi", "count", "rel_l2_p50", "rel_l2_p90",
-                             "rel_l2_p99", "rel_l2_max", "bound_holds", "paper_holds"});
-  t_lag.columns = cat(config_columns(), {"lag_lo", "lag_hi", "count", "rel_l2_p50", "rel_l2_p90",
-                                         "rel_l2_p99", "rel_l2_max"});
-  t_tau.columns =
-      cat(config_columns(), {"head", "hit_rate", "kv_fraction", "rel_l2_p50", "rel_l2_p99"});
-  t_hist.columns = cat(config_columns(), {"form", "log10_lo", "log10_hi", "count"});
-  t_pairs.columns =
-      cat(config_columns(), {"compare", "a", "b", "a_rel_l2_p50", "a_rel_l2_p99", "a_rel_l2_max",
-                             "b_rel_l2_p50", "b_rel_l2_p99", "b_rel_l2_max", "diff_p50", "diff_p99",
-                             "diff_max", "same_decisions", "b_worse"});
+  namespace tab = key::tables;
+  t_runs.columns = table_columns(tab::kRunsColumns);
+  t_depth.columns = table_columns(tab::kErrorVsDepthColumns);
+  t_lag.columns = table_columns(tab::kErrorVsLagColumns);
+  t_tau.columns = table_columns(tab::kHitRateColumns);
+  t_hist.columns = table_columns(tab::kBoundHistColumns);
+  t_pairs.columns = table_columns(tab::kPairsColumns);
 
   for (const auto& r : runs) {
     const auto cc = config_cells(r.spec);
@@ -826,8 +816,8 @@ void write_tables(const std::string& out_dir, const std::vector<RunResult>& runs
   }
 
   const std::vector<std::pair<std::string, const Table*>> tables = {
-      {"runs", &t_runs},    {"error_vs_depth", &t_depth}, {"error_vs_lag", &t_lag},
-      {"hit_rate", &t_tau}, {"bound_hist", &t_hist},      {"pairs", &t_pairs}};
+      {tab::kRuns, &t_runs},   {tab::kErrorVsDepth, &t_depth}, {tab::kErrorVsLag, &t_lag},
+      {tab::kHitRate, &t_tau}, {tab::kBoundHist, &t_hist},     {tab::kPairs, &t_pairs}};
   for (const auto& [name, t] : tables)
     io::write_text_file((fs::path(out_dir) / (name + ".csv")).string(), t->csv());
   io::write_h5_atomically((fs::path(out_dir) / "study.h5").string(), [&](hid_t f) {
@@ -883,8 +873,10 @@ void prepare_output_dir(const SweepConfig& cfg) {
   io::check_output((out / "study.h5").string(), "--out");
   io::check_output((out / "runs" / "run.h5").string(), "--out");
   io::check_output((out / "exact" / "exact.h5").string(), "--out");
-  for (const char* table : {"study.h5", "runs.csv", "error_vs_depth.csv", "error_vs_lag.csv",
-                            "hit_rate.csv", "bound_hist.csv", "pairs.csv"})
+  namespace tab = io::schema::study::tables;
+  std::vector<std::string> tables = {"study.h5"};
+  for (const char* t : tab::kAll) tables.push_back(std::string(t) + ".csv");
+  for (const auto& table : tables)
     for (const auto& trace : cfg.traces) io::refuse_if_same_file((out / table).string(), {trace});
   for (const fs::path& dir : {out, out / "runs", out / "exact"})
     io::remove_stale_temporaries_in(dir.string());

@@ -28,7 +28,10 @@ inline constexpr const char* kNumLayers = "num_layers";        //!< int64, group
 inline constexpr const char* kSoftmaxScale = "softmax_scale";  //!< float64, s
 inline constexpr const char* kRopeTheta = "rope_theta";        //!< float64, RoPE base θ
 inline constexpr const char* kRopeStyle = "rope_style";        //!< string, "neox" | "gptj"
-inline constexpr const char* kSource = "source";   //!< string, where the trace came from
+inline constexpr const char* kSource = "source";  //!< string, where the trace came from
+/*! \brief int64 attribute of a layer's group (optional): the model layer it was recorded
+ *  from, written by tools/record-trace/record_trace.py; mac-sim prints it. */
+inline constexpr const char* kModelLayer = "model_layer";
 inline constexpr const char* kLayers = "/layers";  //!< group of one group per layer
 inline constexpr const char* kQPre = "q_pre";      //!< [T, Hq, D] float32, pre-RoPE
 inline constexpr const char* kQPost = "q_post";    //!< [T, Hq, D] float32, post-RoPE
@@ -121,6 +124,52 @@ inline constexpr const char* kExactLse = "exact_lse";  //!< [S, Hq] float64, nat
 inline constexpr const char* kRuns = "runs";        //!< int64 root attribute
 inline constexpr const char* kRows = "rows";        //!< int64 attribute of a table's group
 inline constexpr const char* kColumns = "columns";  //!< string: the column names, comma-separated
+
+/*! \brief The tables of study.h5 and their CSV twins <name>.csv: one group per table, one
+ *  dataset per column (float64 where every cell is a number, strings otherwise). Every table
+ *  begins with kConfigColumns; the rest are each table's own, in order. */
+namespace tables {
+inline constexpr const char* kRuns = "runs";                    //!< one row per run
+inline constexpr const char* kErrorVsDepth = "error_vs_depth";  //!< per run and depth bin
+inline constexpr const char* kErrorVsLag = "error_vs_lag";      //!< per run and lag bin
+inline constexpr const char* kHitRate = "hit_rate";             //!< per run and head
+inline constexpr const char* kBoundHist = "bound_hist";         //!< per run, form and bin
+inline constexpr const char* kPairs = "pairs";                  //!< runs differing in one field
+inline constexpr const char* kAll[] = {kRuns,    kErrorVsDepth, kErrorVsLag,
+                                       kHitRate, kBoundHist,    kPairs};  //!< in study.h5's order
+inline constexpr const char* kConfigColumns[] = {
+    "run", "trace", "layer", "tau", "ring", "tail", "sinks", "variant", "storage", "precision"};
+inline constexpr const char* kRunsColumns[] = {
+    "trace_source",     "gen_min",         "prefill",         "steps",           "heads",
+    "hit_rate",         "kv_fraction",     "rel_l2_p50",      "rel_l2_p90",      "rel_l2_p99",
+    "rel_l2_max",       "hit_rel_l2_p50",  "hit_rel_l2_p99",  "hit_rel_l2_max",  "max_abs",
+    "lse_err_max",      "depth_max",       "depth_mean_hits", "lag_mean_hits",   "bound_checked",
+    "bound_holds",      "bound_ratio_p50", "bound_ratio_p99", "bound_ratio_max", "paper_holds",
+    "paper_ratio_p50",  "paper_ratio_p99", "paper_ratio_max", "seconds",         "cpu_seconds",
+    "bound_cpu_seconds"};
+inline constexpr const char* kErrorVsDepthColumns[] = {"depth_lo",   "depth_hi",    "count",
+                                                       "rel_l2_p50", "rel_l2_p90",  "rel_l2_p99",
+                                                       "rel_l2_max", "bound_holds", "paper_holds"};
+inline constexpr const char* kErrorVsLagColumns[] = {
+    "lag_lo", "lag_hi", "count", "rel_l2_p50", "rel_l2_p90", "rel_l2_p99", "rel_l2_max"};
+inline constexpr const char* kHitRateColumns[] = {"head", "hit_rate", "kv_fraction", "rel_l2_p50",
+                                                  "rel_l2_p99"};
+inline constexpr const char* kBoundHistColumns[] = {"form", "log10_lo", "log10_hi", "count"};
+inline constexpr const char* kPairsColumns[] = {"compare",
+                                                "a",
+                                                "b",
+                                                "a_rel_l2_p50",
+                                                "a_rel_l2_p99",
+                                                "a_rel_l2_max",
+                                                "b_rel_l2_p50",
+                                                "b_rel_l2_p99",
+                                                "b_rel_l2_max",
+                                                "diff_p50",
+                                                "diff_p99",
+                                                "diff_max",
+                                                "same_decisions",
+                                                "b_worse"};
+}  // namespace tables
 }  // namespace study
 
 /*! \brief mac-verify's certification report and its per-case replay file
