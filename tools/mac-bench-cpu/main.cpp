@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   // allocation before the layer's own checked_product (mac::kMaxElements) sees it.
   app.add_option("--heads", hq, "query heads Hq")->check(range<int64_t>(1, mac::kMaxHeads));
   app.add_option("--kv-heads", hkv, "KV heads Hkv")->check(range<int64_t>(1, mac::kMaxHeads));
-  app.add_option("--dim", d, "head dimension D")->check(CLI::IsMember({64, 128, 256}));
+  app.add_option("--dim", d, "head dimension D")->check(mac::cli::head_dim());
   app.add_option("--context", context, "context length (keys per full attention)")
       ->check(range<int64_t>(2, int64_t{1} << 20));
   app.add_option("--reps", reps, "timed repetitions (median, min, max)")->check(range(1, 10000));

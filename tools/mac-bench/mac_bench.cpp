@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   app.add_option("--ctx", o.ctx, "contexts, kv_len (list)")->check(range(1, kMaxContext));
   app.add_option("--hit", o.hit, "hit fractions (list)")->check(range(0.0, 1.0));
   app.add_option("--hq", o.hq, "query heads")->check(range(1, 256));
-  app.add_option("--head-dim", o.d, "head dimension")->check(CLI::IsMember({64, 128, 256}));
+  app.add_option("--head-dim", o.d, "head dimension")->check(mac::cli::head_dim());
   app.add_option("--ring", o.ring, "M")->check(range(1, 1 << 20));
   app.add_option("--tail", o.tail, "r")->check(range(0, kMaxContext));
   app.add_option("--max-lag", o.max_lag, "hit lags uniform in 1..max-lag")

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
       ->check(range<int64_t>(1, mac::kMaxHeads))
       ->capture_default_str();
   app.add_option("--head-dim", p.head_dim, "head dimension D")
-      ->check(CLI::IsMember({64, 128, 256}))
+      ->check(mac::cli::head_dim())
       ->capture_default_str();
   app.add_option("--seed", p.seed, "random seed (printed; the only source of randomness)")
       ->capture_default_str();

@@ -119,9 +119,17 @@ MAC_HD constexpr T lse_to_log2(T lse) {
   return lse * static_cast<T>(kLog2e);
 }
 
+/*! \brief A list of ints given once, as an array and as a membership test usable in device
+ *  code (a host array cannot be read there). */
+template <int... V>
+struct IntList {
+  static constexpr int values[] = {V...};
+  MAC_HD static constexpr bool contains(int64_t x) { return ((x == V) || ...); }
+};
 /*! \brief Supported head dimensions (docs/semantics.md §4). */
-inline constexpr int kHeadDims[] = {64, 128, 256};
-MAC_HD constexpr bool supported_head_dim(int64_t d) { return d == 64 || d == 128 || d == 256; }
+using HeadDimList = IntList<64, 128, 256>;
+inline constexpr const auto& kHeadDims = HeadDimList::values;
+MAC_HD constexpr bool supported_head_dim(int64_t d) { return HeadDimList::contains(d); }
 
 /*! \brief Largest GQA group `G = Hq / Hkv` the CUDA kernels support (they hold one group's
  *         plans in registers). */

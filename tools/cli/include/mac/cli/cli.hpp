@@ -13,10 +13,13 @@
  *    return mac::cli::run("mac-x", [&] { ...; return mac::cli::kOk; });
  *  \endcode
  */
+#include "mac/semantics.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -65,6 +68,12 @@ CLI::Validator range(T lo, T hi, bool open_above = false) {
 template <typename T>
 CLI::Validator range_below(T lo, T hi) {
   return range(lo, hi, true);
+}
+
+/*! \brief A CLI11 validator: the value is a supported head dimension (mac::kHeadDims); the
+ *  message names the value and the set. */
+inline CLI::Validator head_dim() {
+  return CLI::IsMember(std::vector<int>(std::begin(kHeadDims), std::end(kHeadDims)));
 }
 
 /*! \brief One `key = value` line of a config file. */
