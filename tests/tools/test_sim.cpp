@@ -1,10 +1,9 @@
-// The simulator against its golden run dump (data/golden/synth_small_run.h5), and the
-// command-line contract of mac-sim: unknown flags and bad values are errors naming the
-// value, and a failed run leaves no output file.
+// The command-line contract of mac-sim (tools/mac-sim): unknown flags and bad values are
+// errors naming the value, a failed run leaves no output file, the default job, the
+// warnings and --explain. The loop it runs is tested in test_simulate.cpp.
 #include "mac/io/run_dump.hpp"
 #include "mac/io/trace_io.hpp"
 #include "mac/ref/synth.hpp"
-#include "mac/tools/simulate.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -24,7 +23,6 @@ namespace {
 
 const std::string kSrc = MAC_SOURCE_DIR;
 const std::string kTrace = kSrc + "/data/golden/synth_small.h5";
-const std::string kGoldenRun = kSrc + "/data/golden/synth_small_run.h5";
 const std::string kFixture = kSrc + "/data/real/smollm2_4layers_512.h5";
 
 struct Run {
@@ -65,56 +63,6 @@ fs::path scratch_dir() {
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(simulator)
-
-// The golden dump was written by
-//   mac-sim --trace data/golden/synth_small.h5 --layer 0 --prefill 256 --steps 128 --gen-min 0
-//           --ring 128 --tail 32 --precision fp64 --storage full --dump
-//           data/golden/synth_small_run.h5
-// Decisions depend only on the canonical FP32 distance, so they must match bit for bit;
-// FP64 outputs may differ by the summation order of the platform's vector units, far
-// below 1e-12 relative.
-BOOST_AUTO_TEST_CASE(reproduces_the_golden_run_dump) {
-  const auto golden = mac::io::read_run_dump(kGoldenRun);
-  const auto layer = mac::io::read_trace_layer(kTrace, 0);
-  const auto meta = mac::io::read_trace_meta(kTrace);
-  mac::tools::SimConfig cfg;
-  static_cast<mac::StepperConfig&>(cfg) = golden.config;
-  cfg.steps = golden.steps;
-  BOOST_TEST_REQUIRE(golden.steps == 128);
-  int64_t s = 0, hits = 0;
-  double worst = 0, worst_exact = 0;
-  mac::tools::simulate_layer(
-      layer, meta.softmax_scale, cfg, [&](const mac::tools::StepRecord& rec) {
-        BOOST_TEST_REQUIRE(rec.position == golden.position[static_cast<size_t>(s)]);
-        for (int64_t h = 0; h < golden.num_q_heads; ++h) {
-          const auto i = static_cast<size_t>(s * golden.num_q_heads + h);
-          const auto& r = rec.heads[static_cast<size_t>(h)];
-          BOOST_TEST_REQUIRE(static_cast<int>(r.hit) == static_cast<int>(golden.hit[i]));
-          BOOST_TEST_REQUIRE((r.hit ? r.match_pos : -1) == golden.match_pos[i]);
-          BOOST_TEST_REQUIRE(r.keys_read == golden.kv_tokens_read[i]);
-          BOOST_TEST_REQUIRE(
-              (r.d2 == golden.d2[i] || (std::isnan(r.d2) && std::isnan(golden.d2[i]))));
-          hits += r.hit;
-          double num = 0, den = 0, num_e = 0, den_e = 0;
-          for (int64_t d = 0; d < golden.head_dim; ++d) {
-            const size_t j = i * static_cast<size_t>(golden.head_dim) + static_cast<size_t>(d);
-            num += std::pow(r.out.o[d] - golden.out[j], 2);
-            den += std::pow(golden.out[j], 2);
-            num_e += std::pow(r.exact.o[d] - golden.exact_out[j], 2);
-            den_e += std::pow(golden.exact_out[j], 2);
-          }
-          worst = std::max(worst, std::sqrt(num / den));
-          worst_exact = std::max(worst_exact, std::sqrt(num_e / den_e));
-          BOOST_TEST(std::abs(r.out.lse - golden.lse[i]) < 1e-12);
-        }
-        ++s;
-      });
-  BOOST_TEST(s == 128);
-  BOOST_TEST(hits > 0);
-  BOOST_TEST(hits < 128 * golden.num_q_heads);
-  BOOST_TEST(worst < 1e-12);
-  BOOST_TEST(worst_exact < 1e-13);
-}
 
 BOOST_AUTO_TEST_CASE(json_and_dump_are_written_whole) {
   const auto dir = scratch_dir();

@@ -1,5 +1,6 @@
 #pragma once
-// Shared helpers of test_io: a scratch directory per test and small trace builders.
+// Shared helpers of test_io and test_reference: a scratch directory per test, small trace
+// builders and checks of bits and of input errors.
 #include "mac/ref/synth.hpp"
 #include "mac/ref/trace.hpp"
 
