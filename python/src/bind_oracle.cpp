@@ -108,24 +108,9 @@ void bind_oracle(nb::module_& m) {
       .MACATTN_ORACLE_PER_HEAD(tail_begin, int64_t)
       .MACATTN_ORACLE_PER_HEAD(keys_read, int64_t)
       .MACATTN_ORACLE_PER_HEAD(wrote_entry, bool)
-      .def_prop_ro(
-          "entry",
-          [](const OracleStep& s) {
-            return s.state([](const auto& h) -> const State& { return h.entry; });
-          },
-          "prefix ⊕ band over [Fe(E(m)), E(m)), exact (written iff ready)")
-      .def_prop_ro(
-          "out",
-          [](const OracleStep& s) {
-            return s.state([](const auto& h) -> const State& { return h.out; });
-          },
-          "the MAC output of these decisions, exact")
-      .def_prop_ro(
-          "exact",
-          [](const OracleStep& s) {
-            return s.state([](const auto& h) -> const State& { return h.exact; });
-          },
-          "full attention attn(q_m, [0, m]), exact");
+      .MACATTN_ORACLE_STATE(entry, "prefix ⊕ band over [Fe(E(m)), E(m)), exact (written iff ready)")
+      .MACATTN_ORACLE_STATE(out, "the MAC output of these decisions, exact")
+      .MACATTN_ORACLE_STATE(exact, "full attention attn(q_m, [0, m]), exact");
 
   nb::class_<Oracle>(
       m, "MacOracle",

@@ -219,10 +219,7 @@ void bind_stepper(nb::module_& m) {
       .def_prop_ro("position", &Step::position, "m, the position decoded")
       .def_prop_ro("num_heads", &Step::heads)
       .def_prop_ro("threshold", &Step::threshold, "thr = 2·D·(1-tau)² (FP32)")
-      .def_prop_ro(
-          "eligible",
-          [](const Step& s) { return s.per_head<bool>([](const auto& h) { return h.eligible; }); },
-          "m >= gen_min, ready, and a candidate exists")
+      .MACATTN_PER_HEAD(eligible, bool, h.eligible, "m >= gen_min, ready, and a candidate exists")
       .def_prop_ro(
           "hit",
           [](const Step& s) { return s.per_head<bool>([](const auto& h) { return h.hit; }); })
@@ -230,18 +227,9 @@ void bind_stepper(nb::module_& m) {
                         "why a would-be hit missed (semantics §3.3): 0 no policy, 1 refresh due, "
                         "2 depth cap")
       .MACATTN_PER_HEAD(has_candidate, bool, h.match.has_candidate, "")
-      .def_prop_ro(
-          "best_pos",
-          [](const Step& s) {
-            return s.per_head<int64_t>([](const auto& h) { return h.match.best_pos; });
-          },
-          "nearest candidate argmin (d2, p), -1 if none (hit or not)")
-      .def_prop_ro(
-          "match_pos",
-          [](const Step& s) {
-            return s.per_head<int64_t>([](const auto& h) { return h.match_pos; });
-          },
-          "matched position on a hit, -1 on a miss")
+      .MACATTN_PER_HEAD(best_pos, int64_t, h.match.best_pos,
+                        "nearest candidate argmin (d2, p), -1 if none (hit or not)")
+      .MACATTN_PER_HEAD(match_pos, int64_t, h.match_pos, "matched position on a hit, -1 on a miss")
       .def_prop_ro(
           "d2",
           [](const Step& s) {
@@ -263,66 +251,24 @@ void bind_stepper(nb::module_& m) {
                 [](const auto& h) { return h.match.has_candidate ? h.match.margin : kNaN; });
           },
           "thr - d2_fp64 (> 0: inside the threshold)")
-      .def_prop_ro(
-          "below_threshold",
-          [](const Step& s) {
-            return s.per_head<bool>([](const auto& h) { return h.match.below_threshold; });
-          },
-          "d2 < thr: a hit if the entry is usable")
+      .MACATTN_PER_HEAD(below_threshold, bool, h.match.below_threshold,
+                        "d2 < thr: a hit if the entry is usable")
       .MACATTN_PER_HEAD(band_begin, int64_t, h.band_begin, "")
       .MACATTN_PER_HEAD(band_end, int64_t, h.band_end, "")
-      .def_prop_ro(
-          "sink_end",
-          [](const Step& s) {
-            return s.per_head<int64_t>([](const auto& h) { return h.sink_end; });
-          },
-          "sinks are [0, sink_end)")
-      .def_prop_ro(
-          "tail_begin",
-          [](const Step& s) {
-            return s.per_head<int64_t>([](const auto& h) { return h.tail_begin; });
-          },
-          "the tail is [tail_begin, m]")
+      .MACATTN_PER_HEAD(sink_end, int64_t, h.sink_end, "sinks are [0, sink_end)")
+      .MACATTN_PER_HEAD(tail_begin, int64_t, h.tail_begin, "the tail is [tail_begin, m]")
       .MACATTN_PER_HEAD(keys_read, int64_t, h.keys_read, "")
-      .def_prop_ro(
-          "depth",
-          [](const Step& s) { return s.per_head<int64_t>([](const auto& h) { return h.depth; }); },
+      .MACATTN_PER_HEAD(
+          depth, int64_t, h.depth,
           "chain depth of the entry written: 0 from a miss, k+1 from a hit on depth k")
       .MACATTN_PER_HEAD(wrote_entry, bool, h.wrote_entry, "")
-      .def_prop_ro(
-          "prefix",
-          [](const Step& s) {
-            return s.state([](const auto& h) -> const auto& { return h.prefix; });
-          },
-          "(o, lse) reused from the ring (empty on a miss)")
-      .def_prop_ro(
-          "band",
-          [](const Step& s) {
-            return s.state([](const auto& h) -> const auto& { return h.band; });
-          },
-          "(o, lse) = attn(q_m, [band_begin, band_end))")
-      .def_prop_ro(
-          "sink",
-          [](const Step& s) {
-            return s.state([](const auto& h) -> const auto& { return h.sink; });
-          },
-          "(o, lse) = attn(q_m, [0, sink_end))")
-      .def_prop_ro(
-          "tail",
-          [](const Step& s) {
-            return s.state([](const auto& h) -> const auto& { return h.tail; });
-          },
-          "(o, lse) = attn(q_m, [tail_begin, m])")
-      .def_prop_ro(
-          "entry",
-          [](const Step& s) {
-            return s.state([](const auto& h) -> const auto& { return h.entry; });
-          },
-          "(o, lse) of entry(m) as stored in the ring (empty where none was written)")
-      .def_prop_ro(
-          "out",
-          [](const Step& s) { return s.state([](const auto& h) -> const auto& { return h.out; }); },
-          "(o, lse): the output ((prefix ⊕ band) ⊕ sink) ⊕ tail");
+      .MACATTN_STATE(prefix, "(o, lse) reused from the ring (empty on a miss)")
+      .MACATTN_STATE(band, "(o, lse) = attn(q_m, [band_begin, band_end))")
+      .MACATTN_STATE(sink, "(o, lse) = attn(q_m, [0, sink_end))")
+      .MACATTN_STATE(tail, "(o, lse) = attn(q_m, [tail_begin, m])")
+      .MACATTN_STATE(entry,
+                     "(o, lse) of entry(m) as stored in the ring (empty where none was written)")
+      .MACATTN_STATE(out, "(o, lse): the output ((prefix ⊕ band) ⊕ sink) ⊕ tail");
 
   nb::class_<Stepper>(
       m, "Stepper",
