@@ -339,18 +339,18 @@ int main(int argc, char** argv) {
             p.tau, (long long)p.ring, (long long)p.tail, (long long)p.sinks, (long long)p.gen_min,
             variant.c_str(), precision.c_str(), storage.c_str(), (long long)cfg.prefill,
             (long long)cfg.num_steps(L), (long long)first, (long long)last);
-        if (run.gate)
-          std::printf(
-              "  gate: window W %lld, probe P %lld, margin %lld per mille, min hit %lld "
-              "per mille, fixed %lld bytes per step\n",
-              (long long)p.gate_window, (long long)p.gate_probe, (long long)p.gate_margin,
-              (long long)p.gate_min_hit, (long long)p.gate_fixed_bytes);
         if (builtin)
           std::printf(
               "          chosen for a %lld-token trace: P = T/2, M = min(512, P) (the ring holds "
               "the prompt's last M queries), r = T/16 in [16, 256], gen_min = P (reuse from the "
               "first decode step); each flag overrides its value\n",
               (long long)T);
+        if (run.gate)
+          std::printf(
+              "  gate: window W %lld, probe P %lld, margin %lld per mille, min hit %lld "
+              "per mille, fixed %lld bytes per step\n",
+              (long long)p.gate_window, (long long)p.gate_probe, (long long)p.gate_margin,
+              (long long)p.gate_min_hit, (long long)p.gate_fixed_bytes);
         for (const auto& w : mac::tools::config_warnings(L, cfg)) warn(w, strict);
         for (const int64_t m : explain_steps)
           mac::require(m >= first && m <= last, "--explain-steps ", m,
