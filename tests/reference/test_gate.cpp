@@ -1,47 +1,25 @@
 // The adaptive gate of semantics §3.5 (mac/ref/gate.hpp) and its use by the reference stepper:
 // the rule's integer arithmetic at its edges, the byte model against an independent count, and
 // gated steps being exactly misses of §3.
+#include "drifting_layer.hpp"
 #include "mac/ref/attention.hpp"
 #include "mac/ref/gate.hpp"
 #include "mac/ref/stepper.hpp"
-#include "test_layers.hpp"
 
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
-using mac::GateConfig;
-using mac::GateMode;
-using mac::GateState;
-using mac::MacParams;
-using mac::ref::DecodeStepper;
-using mac::ref::LayerData;
-using mac::ref::PolicyMiss;
-using mac::ref::StepResult;
+using mac::GateConfig, mac::GateMode, mac::GateState, mac::MacParams;
+using mac::ref::DecodeStepper, mac::ref::LayerData, mac::ref::PolicyMiss, mac::ref::StepResult;
+using mac::test::same_state;
+// The shape kT, kP, kHq, kHkv, kD and drifting_layer(seed): queries that drift slowly from P
+// on, so nearly every head-step hits the step before (drifting_layer.hpp).
+using namespace mac::test::drift;
 
 namespace {
-
-constexpr int64_t kT = 360, kP = 200, kHq = 6, kHkv = 2, kD = 64;
-
-// Decode queries that drift slowly, q̃(t) = q̃(t−1) + 0.05·noise from P on: every step's nearest
-// candidate is the step before (d2 ≈ 0.16 ≪ thr ≈ 38.7), so nearly every head-step hits at lag 1
-// (test_policies.cpp uses the same layer).
-LayerData drifting_layer(uint64_t seed) {
-  auto l = mac::test::random_layer(kT, kHq, kHkv, kD, seed);
-  std::mt19937_64 rng(seed + 1);
-  std::normal_distribution<double> n(0.0, 0.05);
-  std::vector<float> q(static_cast<size_t>(kD));
-  for (int64_t t = kP; t < kT; ++t)
-    for (int64_t h = 0; h < kHq; ++h) {
-      for (int64_t i = 0; i < kD; ++i)
-        q[static_cast<size_t>(i)] = l.q_pre_at(t - 1, h)[i] + static_cast<float>(n(rng));
-      mac::test::set_q_pre(l, t, h, q.data());
-    }
-  return l;
-}
 
 // M 64, r 16, F 4, reuse from the first decode step; the gate off unless a test sets W.
 MacParams params() {
@@ -61,12 +39,6 @@ std::vector<StepResult<T>> run(const LayerData& l, const MacParams& p) {
   std::vector<StepResult<T>> out;
   for (int64_t m = kP; m < kT; ++m) out.push_back(st.step(m));
   return out;
-}
-
-template <typename T>
-bool same_state(const mac::ref::AttnState<T>& a, const mac::ref::AttnState<T>& b) {
-  // Bit equality: identical code paths on identical inputs (−inf == −inf for empty states).
-  return a.lse == b.lse && (a.o.array() == b.o.array()).all();
 }
 
 // Hq 4, Hkv 2, D 64, M 64, r 16, F 0; W 4, P 3, μ 1000 ‰, no minimum hit rate, B_fix 0.
