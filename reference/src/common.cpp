@@ -94,6 +94,16 @@ void MacParams::validate() const {
           " must be >= -1 and <= ", kMaxTokens, " (-1: no cap)");
   require(refresh >= 0 && refresh <= kMaxTokens, "refresh N = ", refresh,
           " must be >= 0 and <= ", kMaxTokens, " (0: off)");
+  require(gate_window >= 0 && gate_window <= kGateMaxWindow, "gate_window W = ", gate_window,
+          " must be >= 0 and <= ", kGateMaxWindow, " (0: the gate is off)");
+  require(gate_probe >= 1 && gate_probe <= kMaxTokens, "gate_probe P = ", gate_probe,
+          " must be >= 1 and <= ", kMaxTokens);
+  require(gate_margin >= 1 && gate_margin <= kGateMaxMargin, "gate_margin = ", gate_margin,
+          " must be >= 1 and <= ", kGateMaxMargin, " (per mille of full attention's bytes)");
+  require(gate_min_hit >= 0 && gate_min_hit <= kGatePerMille, "gate_min_hit = ", gate_min_hit,
+          " must be >= 0 and <= ", kGatePerMille, " (per mille of head-steps)");
+  require(gate_fixed_bytes >= 0 && gate_fixed_bytes <= kGateMaxFixedBytes,
+          "gate_fixed_bytes = ", gate_fixed_bytes, " must be >= 0 and <= ", kGateMaxFixedBytes);
 }
 
 }  // namespace mac

@@ -36,6 +36,8 @@ DecodeStepper<T>::DecodeStepper(const LayerData& layer, double softmax_scale,
   const int64_t positions = std::max<int64_t>({layer.tokens, layer.capacity(), 1});
   ring_ = Ring<T>(std::min(params_.ring, positions), layer.num_q_heads, layer.head_dim);
   threshold_ = match_threshold(layer.head_dim, params_.tau);
+  gate_ = make_gate_config(params_, layer.num_q_heads, layer.num_kv_heads, layer.head_dim);
+  check_gate_config(gate_, positions - 1);
 }
 
 template <typename T>
@@ -128,13 +130,15 @@ MatchResult DecodeStepper<T>::match(int64_t h, int64_t m) const {
 }
 
 template <typename T>
-void DecodeStepper<T>::decide(int64_t h, int64_t m, bool ready, HeadStep<T>& s) const {
+void DecodeStepper<T>::decide(int64_t h, int64_t m, bool ready, bool gated, HeadStep<T>& s) const {
   const int64_t r = params_.tail, F = params_.sinks;
   // 1. Eligibility.
   s.eligible = m >= params_.gen_min && ready && m >= 1;
-  // 2. Match: argmin first, validity second (no second-best search).
+  // 2. Match: argmin first, validity second (no second-best search). A gated step does not
+  // match: every head is a miss of §3 (§3.5).
   const RingEntry<T>* entry = nullptr;
-  if (s.eligible) {
+  if (s.eligible && gated) s.policy = PolicyMiss::kGated;
+  if (s.eligible && !gated) {
     s.match = match(h, m);
     if (s.match.below_threshold) {
       const RingEntry<T>* e = ring_.find(h, s.match.best_pos);
@@ -169,12 +173,37 @@ StepResult<T> DecodeStepper<T>::step(int64_t m, bool ready) {
   res.heads.resize(static_cast<size_t>(Hq));
   std::vector<AttnState<T>> band(static_cast<size_t>(Hq)), sink(band), tail(band);
 
+  // The gate (§3.5) decides from the state the earlier steps left; an ineligible step is
+  // kNone and leaves it alone.
+  const bool eligible = m >= params_.gen_min && ready && m >= 1;
+  const GateMode mode = eligible ? gate_mode(gate_, gate_state_, m) : GateMode::kNone;
+  const bool gated = gate_gated(mode);
+
   // Stages 1–3 per head: eligibility, match, and the ranges to recompute.
 #pragma omp parallel for schedule(dynamic)
-  for (int64_t h = 0; h < Hq; ++h) decide(h, m, ready, res.heads[static_cast<size_t>(h)]);
+  for (int64_t h = 0; h < Hq; ++h) decide(h, m, ready, gated, res.heads[static_cast<size_t>(h)]);
 
-    // Band, sink and tail attention with the current post-RoPE queries, per KV head: the
-    // group's heads share each K/V block read.
+  // The byte model of the step (§3.5): the keys each KV group reads are the union of its heads'
+  // ranges, [0, Fe(E(m))) and [lo, m] with lo the group's smallest band start.
+  GateStep& gs = res.gate;
+  gs.mode = mode;
+  for (int64_t hk = 0; hk < layer_.num_kv_heads; ++hk) {
+    int64_t lo = m + 1;
+    for (int64_t h = hk * G; h < (hk + 1) * G; ++h) {
+      const auto& s = res.heads[static_cast<size_t>(h)];
+      lo = std::min(lo, s.band_begin);
+      gs.hits += s.hit;
+    }
+    gs.group_keys += gate_group_keys(m, res.heads[static_cast<size_t>(hk * G)].sink_end, lo);
+  }
+  gs.bytes_full = gate_full_bytes(gate_, m);
+  gs.bytes = eligible && !gated ? gate_mac_bytes(gate_, m, gs.group_keys)
+                                : gs.bytes_full + (ready ? gate_write_bytes(gate_) : 0);
+  gate_update(gate_, gate_state_, mode, gs.hits, gs.bytes, gs.bytes_full);
+  gs.state = gate_state_;
+
+  // Band, sink and tail attention with the current post-RoPE queries, per KV head: the
+  // group's heads share each K/V block read.
 #pragma omp parallel for schedule(dynamic)
   for (int64_t hk = 0; hk < layer_.num_kv_heads; ++hk) {
     std::vector<RangeQuery> qs;

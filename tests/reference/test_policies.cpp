@@ -1,13 +1,12 @@
 // The policies of semantics §3.3 in the reference stepper: the chain-depth cap K and the
 // periodic refresh N. A policy-forced miss must be exactly a miss of §3.
+#include "drifting_layer.hpp"
 #include "mac/ref/attention.hpp"
 #include "mac/ref/stepper.hpp"
-#include "test_layers.hpp"
 
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
 using mac::MacParams;
@@ -15,27 +14,12 @@ using mac::ref::DecodeStepper;
 using mac::ref::LayerData;
 using mac::ref::PolicyMiss;
 using mac::ref::StepResult;
+using mac::test::same_state;
+// The shape kT, kP, kHq, kHkv, kD and drifting_layer(seed): queries that drift slowly from P
+// on, so nearly every head-step hits the step before (drifting_layer.hpp).
+using namespace mac::test::drift;
 
 namespace {
-
-constexpr int64_t kT = 360, kP = 200, kHq = 6, kHkv = 2, kD = 64;
-
-// A layer whose decode queries drift slowly: q̃(t) = q̃(t−1) + 0.05·noise for t ≥ P, so
-// every step's nearest candidate is the step before (d2 ≈ 0.16 ≪ thr ≈ 38.7 at τ 0.45):
-// chains grow one link per step.
-LayerData drifting_layer(uint64_t seed) {
-  auto l = mac::test::random_layer(kT, kHq, kHkv, kD, seed);
-  std::mt19937_64 rng(seed + 1);
-  std::normal_distribution<double> n(0.0, 0.05);
-  std::vector<float> q(static_cast<size_t>(kD));
-  for (int64_t t = kP; t < kT; ++t)
-    for (int64_t h = 0; h < kHq; ++h) {
-      for (int64_t i = 0; i < kD; ++i)
-        q[static_cast<size_t>(i)] = l.q_pre_at(t - 1, h)[i] + static_cast<float>(n(rng));
-      mac::test::set_q_pre(l, t, h, q.data());
-    }
-  return l;
-}
 
 MacParams params(int64_t depth_cap = -1, int64_t refresh = 0, int64_t gen_min = 0) {
   MacParams p;
@@ -55,11 +39,6 @@ std::vector<StepResult<float>> run(const LayerData& l, const MacParams& p) {
   std::vector<StepResult<float>> out;
   for (int64_t m = kP; m < kT; ++m) out.push_back(st.step(m));
   return out;
-}
-
-bool same_state(const mac::ref::AttnState<float>& a, const mac::ref::AttnState<float>& b) {
-  // Bit equality: identical code paths on identical inputs (−inf == −inf for empty states).
-  return a.lse == b.lse && (a.o.array() == b.o.array()).all();
 }
 
 }  // namespace

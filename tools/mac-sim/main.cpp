@@ -126,6 +126,25 @@ int main(int argc, char** argv) {
   app.add_option("--gen-min", p.gen_min, "minimum position for reuse (built-in jobs: P)")
       ->check(range<int64_t>(0, kMaxTokens))
       ->capture_default_str();
+  app.add_option("--gate-window", p.gate_window,
+                 "W: MAC steps per window of the adaptive gate (docs/semantics.md 3.5); 0: off")
+      ->check(range<int64_t>(0, mac::kGateMaxWindow))
+      ->capture_default_str();
+  app.add_option("--gate-probe", p.gate_probe, "P: gated steps before the gate probes again")
+      ->check(range<int64_t>(1, kMaxTokens))
+      ->capture_default_str();
+  app.add_option("--gate-margin", p.gate_margin,
+                 "gate off iff bytes with MAC >= margin/1000 of full attention's")
+      ->check(range<int64_t>(1, mac::kGateMaxMargin))
+      ->capture_default_str();
+  app.add_option("--gate-min-hit", p.gate_min_hit,
+                 "gate off iff a window's hits < this per mille of its head-steps")
+      ->check(range<int64_t>(0, mac::kGatePerMille))
+      ->capture_default_str();
+  app.add_option("--gate-fixed-bytes", p.gate_fixed_bytes,
+                 "fixed cost of a step that matches, in bytes (a batch of B shares it: B_fix/B)")
+      ->check(range<int64_t>(0, mac::kGateMaxFixedBytes))
+      ->capture_default_str();
   app.add_option("--variant", variant, "split | downdate")
       ->check(CLI::IsMember({"split", "downdate"}))
       ->capture_default_str();
@@ -169,6 +188,12 @@ int main(int argc, char** argv) {
                  "(docs/synthetic-traces.md)")
       ->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress lines");
+  bool no_oracle = false;
+  app.add_flag("--no-oracle", no_oracle,
+               "skip the FP64 oracle: decisions, keys and the gate's bytes only (no error "
+               "figures, no reference points)")
+      ->excludes("--dump")
+      ->excludes("--explain");
   if (auto rc = mac::cli::parse(app, argc, argv, "mac-sim")) return *rc;
 
   try {
@@ -230,6 +255,9 @@ int main(int argc, char** argv) {
     else
       layers = {0};
     mac::require(dump_path.empty() || layers.size() == 1, "--dump writes one layer: give --layer");
+    mac::require(dump_path.empty() || p.gate_window == 0,
+                 "--dump with --gate-window: the run dump does not record the gate's parameters, "
+                 "so its decisions could not be replayed; run without one of them");
     mac::require(explain_head >= 0 && explain_head < meta.num_q_heads, "--explain-head ",
                  explain_head, " is outside [0, ", meta.num_q_heads, ")");
     const int64_t T = trace.layers[0].tokens;
@@ -264,6 +292,9 @@ int main(int argc, char** argv) {
     js.value("tau", p.tau).value("ring", p.ring).value("tail", p.tail).value("sinks", p.sinks);
     js.value("gen_min", p.gen_min).value("variant", variant).value("precision", precision);
     js.value("storage", storage).value("prefill_mode", prefill_mode);
+    js.value("gate_window", p.gate_window).value("gate_probe", p.gate_probe);
+    js.value("gate_margin", p.gate_margin).value("gate_min_hit", p.gate_min_hit);
+    js.value("gate_fixed_bytes", p.gate_fixed_bytes);
     js.value("baseline_seed", static_cast<int64_t>(SimConfig{}.baseline_seed));
     js.end_object();
     js.begin_array("layers");
@@ -286,6 +317,7 @@ int main(int argc, char** argv) {
       cfg.prefill = prefill >= 0 ? prefill : L.tokens / 2;
       cfg.steps = steps;
       cfg.progress = !quiet;
+      cfg.oracle = !no_oracle;
       // Extra work beside the run's own: on where mac-sim demonstrates, asked for elsewhere,
       // so that a --trace run does the work of the stepper and the oracle only.
       cfg.baselines = cfg.attention_stats =
@@ -301,6 +333,7 @@ int main(int argc, char** argv) {
       run.model_layer = synthetic ? -1 : model_layer(trace_path, layers[li]);
       run.prefill = cfg.prefill;
       run.tail = p.tail;
+      run.gate = p.gate_window > 0;
       if (li == 0) {
         std::printf(
             "  config: tau %.4g, M %lld, r %lld, F %lld, gen_min %lld, %s, %s, storage %s; "
@@ -315,6 +348,12 @@ int main(int argc, char** argv) {
               "the prompt's last M queries), r = T/16 in [16, 256], gen_min = P (reuse from the "
               "first decode step); each flag overrides its value\n",
               (long long)T);
+        if (run.gate)
+          std::printf(
+              "  gate: window W %lld, probe P %lld, margin %lld per mille, min hit %lld "
+              "per mille, fixed %lld bytes per step\n",
+              (long long)p.gate_window, (long long)p.gate_probe, (long long)p.gate_margin,
+              (long long)p.gate_min_hit, (long long)p.gate_fixed_bytes);
         for (const auto& w : mac::tools::config_warnings(L, cfg)) warn(w, strict);
         for (const int64_t m : explain_steps)
           mac::require(m >= first && m <= last, "--explain-steps ", m,

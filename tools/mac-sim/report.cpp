@@ -72,6 +72,12 @@ void print_layer(const LayerRun& run, bool per_head) {
   std::printf("  hit rate %.1f%%   KV tokens read %.1f%% of full attention (%.2fx fewer)\n",
               100.0 * s.hit_rate(), 100.0 * s.kv_fraction(),
               s.kv_fraction() > 0 ? 1.0 / s.kv_fraction() : 0.0);
+  if (run.gate)
+    std::printf(
+        "  gate: %.1f%% of steps gated (%lld by a window, %lld by the floor), %lld matched;  "
+        "predicted bytes %.3f of full attention's\n",
+        100.0 * s.gated_fraction(), (long long)s.gate_off, (long long)s.gate_floor,
+        (long long)s.gate_on, s.bytes_fraction());
   if (!s.rel_l2.empty()) {
     std::printf(
         "  error vs full attention: rel L2 median %.2e  p99 %.2e  max %.2e;  max |do| %.2e;  max "
@@ -106,6 +112,10 @@ void print_layer(const LayerRun& run, bool per_head) {
 void print_closing(const std::vector<LayerRun>& runs) {
   Pool all;
   for (const auto& r : runs) all.add(r.summary);
+  if (all.mac.empty() && all.hits > 0) {
+    std::printf("\nNo error figures: the run had no oracle (--no-oracle).\n");
+    return;
+  }
   if (all.mac.empty()) {
     std::printf(
         "\nNo head-step reused a cached entry, so there is no reuse error to show: every output "
@@ -195,6 +205,16 @@ void layer_json(tools::JsonWriter& js, const LayerRun& run) {
     hm.push_back(s.head_max_rel_l2[static_cast<size_t>(h)]);
   }
   js.array("head_hit_rate", hh).array("head_kv_read_fraction", hk).array("head_max_rel_l2", hm);
+  // The gate and the byte model (semantics §3.5), with the gate on or off.
+  js.begin_object("gate");
+  js.value("enabled", run.gate).value("steps_on", s.gate_on);
+  js.value("steps_off", s.gate_off).value("steps_floor", s.gate_floor);
+  js.value("gated_fraction", s.gated_fraction());
+  js.value("bytes", s.bytes).value("bytes_full", s.bytes_full);
+  js.value("bytes_fraction", s.bytes_fraction());
+  js.array("step_mode", s.step_mode).array("step_hits", s.step_hits);
+  js.array("step_bytes", s.step_bytes);
+  js.end_object();
   js.array("warnings", run.warnings);
   js.value("seconds", s.seconds);
   js.end_object();

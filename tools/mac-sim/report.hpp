@@ -17,6 +17,7 @@ struct LayerRun {
   int64_t layer = 0;              //!< index in the trace file
   int64_t model_layer = -1;       //!< the model's layer it was recorded from (−1: not recorded)
   int64_t prefill = 0, tail = 0;  //!< P and r of the run
+  bool gate = false;              //!< the adaptive gate was on (W > 0)
   tools::SimSummary summary;
   std::vector<std::string> warnings;
 };

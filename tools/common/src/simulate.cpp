@@ -176,11 +176,15 @@ SimSummary run(const ref::LayerData& layer, double scale, const SimConfig& cfg,
         rnd[static_cast<size_t>(h)] = random_entry(stepper, h, m, cfg.baseline_seed);
     const auto st = stepper.step(m, true);
     rec.position = m;
+    rec.gate_mode = st.gate.mode;
+    rec.bytes = st.gate.bytes;
+    rec.bytes_full = st.gate.bytes_full;
     for (int64_t h = 0; h < Hq; ++h) {
       const auto& hs = st.heads[static_cast<size_t>(h)];
       auto& r = rec.heads[static_cast<size_t>(h)];
       r.eligible = hs.eligible;
       r.hit = hs.hit;
+      r.gated = hs.policy == ref::PolicyMiss::kGated;
       r.best_pos = hs.match.best_pos;
       r.match_pos = hs.match_pos;
       r.d2 = hs.match.has_candidate ? static_cast<double>(hs.match.d2)
@@ -238,6 +242,14 @@ SimSummary run(const ref::LayerData& layer, double scale, const SimConfig& cfg,
       }
     }
     ++sum.steps;
+    sum.gate_on += st.gate.mode == GateMode::kOn;
+    sum.gate_off += st.gate.mode == GateMode::kOff;
+    sum.gate_floor += st.gate.mode == GateMode::kFloor;
+    sum.bytes += st.gate.bytes;
+    sum.bytes_full += st.gate.bytes_full;
+    sum.step_mode.push_back(static_cast<int64_t>(st.gate.mode));
+    sum.step_hits.push_back(st.gate.hits);
+    sum.step_bytes.push_back(st.gate.bytes);
     for (int64_t h = 0; h < Hq; ++h) {
       const auto& r = rec.heads[static_cast<size_t>(h)];
       sum.hits += r.hit;

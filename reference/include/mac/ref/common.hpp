@@ -5,6 +5,7 @@
  */
 #include <Eigen/Core>
 
+#include "mac/ref/gate.hpp"
 #include "mac/semantics.hpp"
 
 #include <cmath>
@@ -124,10 +125,17 @@ struct MacParams {
   // into a miss of §3 (exact attention, exact entry written when ready).
   int64_t depth_cap = -1;  //!< K: a hit on an entry of chain depth ≥ K misses; −1: no cap
   int64_t refresh = 0;     //!< N: head h misses at every m with refresh_due(m, h, Hq, N); 0: off
+  // The adaptive gate (docs/semantics.md §3.5, mac/ref/gate.hpp): per request and layer, the
+  // match stops while a window of W steps shows that MAC does not pay in the byte model.
+  int64_t gate_window = 0;   //!< W: MAC steps per window, in [0, 4096]; 0: the gate is off
+  int64_t gate_probe = 256;  //!< P: gated steps before a probe window, in [1, kMaxTokens]
+  int64_t gate_margin = 1000;  //!< μ ‰: off iff 1000·Σ bytes_mac ≥ μ·Σ bytes_full, [1, 10^4]
+  int64_t gate_min_hit = 0;  //!< h_min ‰: off iff 1000·hits < h_min·Hq·W, in [0, 1000]
+  int64_t gate_fixed_bytes = kGateFixedBytesDefault;  //!< B_fix, in [0, 2^34]
 
   /*! \brief Throws InputError naming the first bad value and its range: τ in [0, 1),
    *         M in [1, kMaxTokens], r, F and gen_min in [0, kMaxTokens], depth_cap ≥ −1,
-   *         refresh ≥ 0. */
+   *         refresh ≥ 0, and the gate's parameters in the ranges above. */
   void validate() const;
 };
 

@@ -21,6 +21,7 @@
  *               uniformly from the usable ring entries (what the match adds).
  */
 #include "mac/ref/common.hpp"
+#include "mac/ref/gate.hpp"
 #include "mac/ref/state.hpp"
 #include "mac/ref/trace.hpp"
 
@@ -49,6 +50,7 @@ struct SimConfig : StepperConfig {
 
 struct HeadRecord {
   bool eligible = false, hit = false;
+  bool gated = false;  //!< the gate ran the step without the match (semantics §3.5)
   int64_t best_pos = -1, match_pos = -1;
   double d2 = 0, d2_fp64 = 0, margin = 0;  //!< nearest candidate (NaN if none)
   int64_t band_begin = 0, band_end = 0, sink_end = 0, tail_begin = 0;
@@ -67,7 +69,9 @@ struct HeadRecord {
 
 struct StepRecord {
   int64_t position = 0;
-  std::vector<HeadRecord> heads;  //!< [Hq]
+  std::vector<HeadRecord> heads;         //!< [Hq]
+  GateMode gate_mode = GateMode::kNone;  //!< the gate's mode at this step
+  int64_t bytes = 0, bytes_full = 0;     //!< the byte model: the step as run, full attention
 };
 
 /*! \brief Aggregates of one layer's run. */
@@ -97,7 +101,16 @@ struct SimSummary {
   // MAC error of those same hits, so the two can be compared pair for pair).
   std::vector<double> hit_rel_l2, window_rel_l2, noband_rel_l2, random_rel_l2, hit_random_mac;
   double seconds = 0;
+  // The gate and the byte model (semantics §3.5): steps by gate mode, Σ predicted bytes of the
+  // steps as run and of full attention, and per step its mode, hits and predicted bytes.
+  int64_t gate_on = 0, gate_off = 0, gate_floor = 0;
+  int64_t bytes = 0, bytes_full = 0;
+  std::vector<int64_t> step_mode, step_hits, step_bytes;  //!< [steps]; mode: GateMode's value
 
+  double gated_fraction() const {
+    return steps > 0 ? double(gate_off + gate_floor) / double(steps) : 0.0;
+  }
+  double bytes_fraction() const { return bytes_full ? double(bytes) / double(bytes_full) : 0.0; }
   double hit_rate() const {
     return steps > 0 && heads > 0 ? double(hits) / double(steps * heads) : 0.0;
   }
