@@ -12,6 +12,7 @@
 //   MACV_FAULT_LSE_BASE2       writes a base-2 output LSE without declaring it (must fail)
 //   MACV_FAULT_SEGFAULT        raises SIGSEGV in every step of a D = 256 case (ERROR cases)
 //   MACV_FAULT_HANG            never returns from a step of a D = 256 case (ERROR on timeout)
+//   MACV_FAULT_HANG_QUERY      never returns from macv_query (the load times out: bad input)
 #include "mac/ref/attention.hpp"
 #include "mac/ref/bf16.hpp"
 #include "mac/ref/match.hpp"
@@ -61,6 +62,8 @@ const char* plugin_name() {
   return "reference-fp32/fault:segfault";
 #elif MACV_FAULT_HANG
   return "reference-fp32/fault:hang";
+#elif MACV_FAULT_HANG_QUERY
+  return "reference-fp32/fault:hang-query";
 #else
   return "reference-fp32";
 #endif
@@ -143,6 +146,9 @@ extern "C" {
 int32_t macv_abi_version(void) { return MACV_ABI_VERSION; }
 
 int32_t macv_query(macv_caps* c, char*, size_t) {
+#if MACV_FAULT_HANG_QUERY
+  for (;;) pause();
+#endif
   std::snprintf(c->name, sizeof c->name, "%s", plugin_name());
   std::snprintf(c->version, sizeof c->version, "%s", MAC_GIT_COMMIT);
   c->device = MACV_DEVICE_CPU;

@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
   double time_limit = 0;
   int max_repro = 20;
   std::string impl_spec, nonce_arg, export_dir, grade_dir, outputs_dir, caps_file;
-  double case_timeout = 600;
+  double case_timeout = 600, load_timeout = 300;
   int export_case = -1;
   app.add_flag("--list", list, "print the matrix, one case per line (column header on stderr)");
   app.add_option("--mode", mode,
@@ -256,6 +256,10 @@ int main(int argc, char** argv) {
   app.add_option("--case-timeout", case_timeout,
                  "plugin: seconds a case may take in the plugin before it is killed and the case "
                  "is an ERROR (0 = none)")
+      ->check(range(0.0, 1e9));
+  app.add_option("--load-timeout", load_timeout,
+                 "plugin: seconds the worker may take to load the plugin (dlopen, "
+                 "macv_abi_version, macv_query), at start and after every restart (0 = none)")
       ->check(range(0.0, 1e9));
   app.add_option("--nonce", nonce_arg,
                  "mixed into every case's seed (hex 0x... or decimal; 0 = the matrix's seeds). "
@@ -475,8 +479,8 @@ int main(int argc, char** argv) {
         if (!fail_dir.empty()) args.insert(args.end(), {"--fail-dir", fail_dir});
         if (mode == "model") args.insert(args.end(), {"--fault", fault});
         if (!impl_spec.empty()) args.insert(args.end(), {"--impl", impl_spec});
-        args.insert(args.end(),
-                    {"--nonce", nonce_text(nonce), "--case-timeout", msg(case_timeout)});
+        args.insert(args.end(), {"--nonce", nonce_text(nonce), "--case-timeout", msg(case_timeout),
+                                 "--load-timeout", msg(load_timeout)});
         if (production) args.push_back("--production-storage");
         if (!gpu) args.insert(args.end(), {"--max-cost", msg(max_cost)});
         if (!matrix_file.empty()) args.insert(args.end(), {"--matrix", matrix_file});
@@ -556,8 +560,9 @@ int main(int argc, char** argv) {
       const std::string path = impl_spec.substr(colon + 1);
       require(std::filesystem::is_regular_file(path), "--impl: plugin file '", path,
               "' does not exist");
-      auto channel = impl_spec.rfind("inprocess:", 0) == 0 ? make_local_channel(load_plugin(path))
-                                                           : make_worker_channel(path);
+      auto channel = impl_spec.rfind("inprocess:", 0) == 0
+                         ? make_local_channel(load_plugin(path))
+                         : make_worker_channel(path, load_timeout);
       const macv_caps caps = channel->caps();
       gpu = caps.device == MACV_DEVICE_CUDA;
       meta.impl_sha256 = sha256_file(path);
