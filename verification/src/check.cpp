@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace mac::verify {
@@ -76,6 +77,7 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
     res.message = why;
     return res;
   }
+  res.trials = 1;
   const int Hq = spec.Hq();
   Tolerances tol = opt.tol;
   const double cond = tol.conditioning(spec);
@@ -236,6 +238,69 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
   if (res.status != CaseStatus::kPass && opt.keep_steps_on_failure) res.steps = std::move(records);
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+namespace {
+/*! Adds trial `b`'s counters to `a` and takes the maxima of the error fields (a head's or a
+ *  case's: both have these fields). */
+template <typename Row>
+void accumulate(Row& a, const Row& b) {
+  for (int64_t Row::*f :
+       {&Row::eligible, &Row::hits, &Row::expected_hits, &Row::decision_mismatch, &Row::keys_read,
+        &Row::keys_expected, &Row::keys_full, &Row::keys_mismatch, &Row::entries_checked,
+        &Row::entry_mismatch, &Row::bit_checked, &Row::bit_mismatch})
+    a.*f += b.*f;
+  for (double Row::*f :
+       {&Row::rel_l2_max, &Row::max_abs_err, &Row::lse_err_max, &Row::entry_rel_l2_max,
+        &Row::entry_lse_err_max, &Row::mac_vs_full_rel_l2_max})
+    a.*f = std::max(a.*f, b.*f);
+}
+}  // namespace
+
+CaseResult run_trials(const CaseSpec& spec, Implementation& impl, const RunOptions& opt, int trials,
+                      uint64_t* nonce_out) {
+  require(trials >= 1, "trials = ", trials, " (at least 1)");
+  CaseResult total;
+  for (int t = 0; t < trials; ++t) {
+    RunOptions o = opt;
+    o.nonce = trial_nonce(opt.nonce, t);
+    *nonce_out = o.nonce;
+    CaseResult r = run_case(spec, impl, o);
+    if (t == 0) {
+      total = std::move(r);
+    } else {
+      accumulate(total, r);
+      total.head_steps += r.head_steps;
+      total.wall_s += r.wall_s;
+      total.trials += r.trials;
+      if (r.heads.size() == total.heads.size())
+        for (size_t k = 0; k < r.heads.size(); ++k) {
+          auto& a = total.heads[k];
+          const auto& b = r.heads[k];
+          accumulate(a, b);
+          a.steps += b.steps;
+          a.planted += b.planted;
+          a.failed = a.failed || b.failed;
+          if (!std::isnan(b.min_abs_margin))
+            a.min_abs_margin = std::isnan(a.min_abs_margin)
+                                   ? b.min_abs_margin
+                                   : std::min(a.min_abs_margin, b.min_abs_margin);
+        }
+      total.status = r.status;
+      total.message = std::move(r.message);
+      total.steps = std::move(r.steps);
+    }
+    if (total.status != CaseStatus::kPass) {
+      if (trials > 1 && total.status != CaseStatus::kNotApplicable) {
+        char b[64];
+        std::snprintf(b, sizeof b, "trial %d of %d (nonce 0x%016llx): ", t, trials,
+                      static_cast<unsigned long long>(o.nonce));
+        total.message = b + total.message;
+      }
+      break;
+    }
+  }
+  return total;
 }
 
 }  // namespace mac::verify

@@ -76,6 +76,8 @@ struct CaseResult {
   CaseSpec spec;
   CaseStatus status = CaseStatus::kPass;
   std::string message;  //!< first failure, skip reason or error
+  std::string replay;   //!< the command that replays a failure or error ("" otherwise)
+  int64_t trials = 0;   //!< trials run (0: skipped or not applicable; stops at a failing one)
   double wall_s = 0;
   std::vector<HeadMetrics> heads;  //!< [batch·Hq]
   std::vector<StepRecord> steps;   //!< kept only when requested (keep_steps) or on failure
@@ -105,6 +107,14 @@ struct RunOptions {
  *  `inputs_out` is non-null the generated inputs are moved there (for reproducers). */
 CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions& opt,
                     CaseInputs* inputs_out = nullptr);
+
+/*! \brief Runs the case `trials` times (≥ 1), trial t with the nonce trial_nonce(opt.nonce, t)
+ *  (inputs.hpp), and stops at the first trial that does not pass. The result is that trial's
+ *  status and message (prefixed "trial t of N (nonce 0x…)" when N > 1) and its step records;
+ *  counters are summed and error maxima maximised over the trials run, `trials` counts them.
+ *  `*nonce_out` is the nonce of the last trial run (the one a replay needs). */
+CaseResult run_trials(const CaseSpec& spec, Implementation& impl, const RunOptions& opt, int trials,
+                      uint64_t* nonce_out);
 
 /*! \brief Relative L2 ‖a − b‖/‖b‖ in FP64 (NaN-safe: any NaN gives +inf; ‖b‖ = 0 gives ‖a‖). */
 double rel_l2(const std::vector<double>& a, const Eigen::VectorXd& b, double* max_abs = nullptr);
