@@ -585,6 +585,7 @@ int main(int argc, char** argv) {
       impl = files::make_file_impl(grade_set, grade_dir);
       opt.tol = abi::tolerances(grade_set.caps);
       opt.expected_storage = abi::expected_storage(grade_set.caps);
+      opt.grading = abi::grading(grade_set.caps);
       meta.impl_sha256 = grade_set.outputs_sha256;
       meta.impl_declared = grade_set.declared_name + " " + grade_set.declared_version;
       meta.impl_caps = abi::caps_to_text(grade_set.caps);
@@ -604,6 +605,7 @@ int main(int argc, char** argv) {
       meta.abi_version = MACV_ABI_VERSION;
       opt.tol = abi::tolerances(caps);
       opt.expected_storage = abi::expected_storage(caps);
+      opt.grading = abi::grading(caps);
       impl = make_abi_impl(std::move(channel), caps.name,
                            gpu ? cuda::device_description() : std::string("cpu"), case_timeout);
     } else {
@@ -623,6 +625,7 @@ int main(int argc, char** argv) {
     meta.nonce = nonce;
     meta.nonce_source = nonce_source;
     meta.trials = trials;
+    meta.grading = grading_text(opt.grading);
     // The build's commit is what the report certifies; MAC_VERIFY_COMMIT (for a build tree
     // without .git, e.g. a copied working tree) is recorded beside it as a declaration only.
     meta.git_commit = msg(MAC_GIT_COMMIT, " (", MAC_VERIFY_GIT_TREE, " at configure time)");

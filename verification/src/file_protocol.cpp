@@ -88,6 +88,7 @@ abi::Choices export_choices(const macv_caps& caps) {
   ch.full_attention = false;
   ch.reports_keys_read = caps.reports_keys_read != 0;
   ch.writes_ring = caps.writes_ring != 0;
+  ch.decisions = caps.decisions;
   return ch;
 }
 
@@ -100,10 +101,12 @@ int export_cases(const std::string& dir, const std::vector<CaseSpec>& cases, con
   std::vector<std::string> lines, reasons;
   int exported = 0;
   for (const auto& c : cases) {
-    // The files carry no chain depths and no policy parameters (semantics §3.3) yet.
+    // The files carry no chain depths and no policy parameters (semantics §3.3) yet; a plain
+    // decode kernel needs neither (its exact attention does not depend on them).
     const std::string why =
-        c.has_policy() ? std::string("policy cases (K, N) are not carried by the file protocol")
-                       : abi::not_applicable(caps, c);
+        c.has_policy() && caps.decisions != MACV_DECISIONS_EXACT
+            ? std::string("policy cases (K, N) are not carried by the file protocol")
+            : abi::not_applicable(caps, c);
     ids.push_back(c.id);
     lines.push_back(c.to_line());
     applicable.push_back(why.empty() ? 1 : 0);
@@ -116,6 +119,7 @@ int export_cases(const std::string& dir, const std::vector<CaseSpec>& cases, con
     ab.begin();
     const auto& p = ab.layout().params;
     const int64_t S = c.steps, B = c.batch, Hq = c.Hq(), D = c.D, M = c.M;
+    const bool ring = ab.choices().has_ring();  // absent tensors copy as empty vectors
     const auto ring_q = copy_tensor<uint16_t>(ab, abi::kRingQ);
     const auto ring_lse = copy_tensor<float>(ab, abi::kRingLse);
     const auto ring_pos = copy_tensor<int64_t>(ab, abi::kRingPos);
@@ -172,6 +176,7 @@ int export_cases(const std::string& dir, const std::vector<CaseSpec>& cases, con
           h5::write_attr(f, fk::kLseBase2, int64_t{caps.lse_base2});
           h5::write_attr(f, fk::kReportsKeysRead, int64_t{caps.reports_keys_read});
           h5::write_attr(f, fk::kWritesRing, int64_t{caps.writes_ring});
+          h5::write_attr(f, fk::kDecisions, int64_t{caps.decisions});
           h5::write(f, fk::kKCache, kv_dims, copy_tensor<uint16_t>(ab, abi::kKCache));
           h5::write(f, fk::kVCache, kv_dims, copy_tensor<uint16_t>(ab, abi::kVCache));
           h5::write(f, fk::kPageTable, dims({B, p.max_pages_per_request}),
@@ -181,6 +186,7 @@ int export_cases(const std::string& dir, const std::vector<CaseSpec>& cases, con
           h5::write(f, fk::kPosition, dims({S, B}), pos);
           h5::write(f, fk::kQ, dims({S, B, Hq, D}), q);
           h5::write(f, fk::kQTilde, dims({S, B, Hq, D}), qt);
+          if (!ring) return;  // a plain decode kernel: no ring datasets
           h5::write(f, fk::kRingQ, dims({B, Hq, M, D}), ring_q);
           if (caps.ring_o_dtype == MACV_BF16)
             h5::write(f, fk::kRingO, dims({B, Hq, M, D}), ring_o16);
@@ -277,6 +283,7 @@ class FileImpl final : public Implementation {
     if (!fs::exists(opath))
       throw std::runtime_error(msg("no outputs for case ", c.id, " (", opath, ")"));
     ab_ = std::make_unique<AbiCase>(in, export_choices(set_.caps));
+    ring_ = ab_->choices().has_ring();
     arena_.assign(ab_->layout().arena_bytes, 0);
     ab_->attach(arena_.data());
     ab_->begin(false);
@@ -286,13 +293,15 @@ class FileImpl final : public Implementation {
       // The initial ring as exported; the queries, to check the file holds this case's inputs.
       const h5::Handle f = open_checked(ipath, sch::verify::kInputsName);
       const hid_t h = f.get();
-      load_tensor(*ab_, abi::kRingQ, h5::read<uint16_t>(h, fk::kRingQ, B * Hq * M * D));
-      if (ring_dtype == MACV_BF16)
-        load_tensor(*ab_, abi::kRingO, h5::read<uint16_t>(h, fk::kRingO, B * Hq * M * D));
-      else
-        load_tensor(*ab_, abi::kRingO, h5::read<float>(h, fk::kRingO, B * Hq * M * D));
-      load_tensor(*ab_, abi::kRingLse, h5::read<float>(h, fk::kRingLse, B * Hq * M));
-      load_tensor(*ab_, abi::kRingPos, h5::read<int64_t>(h, fk::kRingPos, B * Hq * M));
+      if (ring_) {
+        load_tensor(*ab_, abi::kRingQ, h5::read<uint16_t>(h, fk::kRingQ, B * Hq * M * D));
+        if (ring_dtype == MACV_BF16)
+          load_tensor(*ab_, abi::kRingO, h5::read<uint16_t>(h, fk::kRingO, B * Hq * M * D));
+        else
+          load_tensor(*ab_, abi::kRingO, h5::read<float>(h, fk::kRingO, B * Hq * M * D));
+        load_tensor(*ab_, abi::kRingLse, h5::read<float>(h, fk::kRingLse, B * Hq * M));
+        load_tensor(*ab_, abi::kRingPos, h5::read<int64_t>(h, fk::kRingPos, B * Hq * M));
+      }
       q_ = h5::read<uint16_t>(h, fk::kQ, S * B * Hq * D);
       qt_ = h5::read<uint16_t>(h, fk::kQTilde, S * B * Hq * D);
       // The cache as this case lays it out (every token of every step): a dataset of another
@@ -310,8 +319,17 @@ class FileImpl final : public Implementation {
             " (outputs of another export?)");
     o_ = h5::read<float>(h, fk::kO, S * B * Hq * D);
     lse_ = h5::read<float>(h, fk::kLse, S * B * Hq);
-    hit_ = h5::read<uint8_t>(h, fk::kHit, S * B * Hq);
-    mpos_ = h5::read<int64_t>(h, fk::kMatchPos, S * B * Hq);
+    hit_.clear();
+    mpos_.clear();
+    if (set_.caps.decisions == MACV_DECISIONS_REPORTED) {
+      hit_ = h5::read<uint8_t>(h, fk::kHit, S * B * Hq);
+      mpos_ = h5::read<int64_t>(h, fk::kMatchPos, S * B * Hq);
+    }
+    keys_.clear();
+    slot_q_.clear();
+    slot_o_.clear();
+    slot_lse_.clear();
+    slot_pos_.clear();
     if (set_.caps.reports_keys_read) keys_ = h5::read<int64_t>(h, fk::kKeysRead, S * B * Hq);
     if (set_.caps.writes_ring) {
       slot_q_ = h5::read<uint16_t>(h, fk::kSlotQ, S * B * Hq * D);
@@ -319,10 +337,12 @@ class FileImpl final : public Implementation {
       slot_lse_ = h5::read<float>(h, fk::kSlotLse, S * B * Hq);
       slot_pos_ = h5::read<int64_t>(h, fk::kSlotPos, S * B * Hq);
     }
-    fin_q_ = h5::read<uint16_t>(h, fk::kRingQ, B * Hq * M * D);
-    fin_o_ = h5::read<float>(h, fk::kRingO, B * Hq * M * D);
-    fin_lse_ = h5::read<float>(h, fk::kRingLse, B * Hq * M);
-    fin_pos_ = h5::read<int64_t>(h, fk::kRingPos, B * Hq * M);
+    if (ring_) {
+      fin_q_ = h5::read<uint16_t>(h, fk::kRingQ, B * Hq * M * D);
+      fin_o_ = h5::read<float>(h, fk::kRingO, B * Hq * M * D);
+      fin_lse_ = h5::read<float>(h, fk::kRingLse, B * Hq * M);
+      fin_pos_ = h5::read<int64_t>(h, fk::kRingPos, B * Hq * M);
+    }
   }
 
   void step(int64_t s, StepOutput* out) override {
@@ -340,8 +360,10 @@ class FileImpl final : public Implementation {
       abi::store_float(out_o, set_.caps.out_dtype, static_cast<int64_t>(i), o_[o0 + i]);
     const size_t k = static_cast<size_t>(B * Hq), k0 = static_cast<size_t>(s) * k;
     std::memcpy(ab_->data<float>(abi::kLse), lse_.data() + k0, k * 4);
-    std::memcpy(ab_->data<uint8_t>(abi::kHit), hit_.data() + k0, k);
-    std::memcpy(ab_->data<int64_t>(abi::kMatchPos), mpos_.data() + k0, k * 8);
+    if (!hit_.empty()) {
+      std::memcpy(ab_->data<uint8_t>(abi::kHit), hit_.data() + k0, k);
+      std::memcpy(ab_->data<int64_t>(abi::kMatchPos), mpos_.data() + k0, k * 8);
+    }
     if (!keys_.empty()) std::memcpy(ab_->data<int64_t>(abi::kKeysRead), keys_.data() + k0, k * 8);
     if (!slot_pos_.empty())
       for (int64_t b = 0; b < B; ++b)
@@ -376,7 +398,7 @@ class FileImpl final : public Implementation {
           "the exported KV cache is not this case's (an export of another driver version, or "
           "edited inputs)");
     }
-    if (ab_ && problem_.empty()) {
+    if (ab_ && ring_ && problem_.empty()) {
       // The whole ring after the last step must be the initial ring with exactly the slot
       // writes the steps reported: nothing else was written.
       const auto& d = ab_->layout().t[abi::kRingO];
@@ -411,6 +433,7 @@ class FileImpl final : public Implementation {
   GradeSet set_;
   std::string dir_;
   std::unique_ptr<AbiCase> ab_;
+  bool ring_ = true;  //!< the case has a ring (all but a plain decode kernel's)
   std::vector<uint8_t> arena_;
   std::string problem_;
   std::vector<uint16_t> q_, qt_, k_, v_, slot_q_, fin_q_;

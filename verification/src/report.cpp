@@ -290,8 +290,10 @@ Report read_report(const std::string& path) {
   m.nonce = std::strtoull(opt(vs::kNonce, "0").c_str(), nullptr, 0);
   m.nonce_source = opt(rk::kNonceSource, "none");
   // Added with --trials and the decisions capability: one trial, MAC grading before them.
-  m.trials = h5::has_attr(f, rk::kTrials) ? static_cast<int>(h5::attr_int64(f, rk::kTrials)) : 1;
-  require(m.trials >= 1, "report '", path, "': trials = ", m.trials, " (at least 1)");
+  const int64_t run_trials = h5::has_attr(f, rk::kTrials) ? h5::attr_int64(f, rk::kTrials) : 1;
+  require(run_trials >= 1 && run_trials <= std::numeric_limits<int>::max(), "report '", path,
+          "': trials = ", run_trials, " is outside [1, ", std::numeric_limits<int>::max(), "]");
+  m.trials = static_cast<int>(run_trials);
   m.grading = opt(rk::kGrading, "");
   m.finished = opt(rk::kFinished, "");
   m.environment = opt(rk::kEnvironment, "");
