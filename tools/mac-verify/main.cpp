@@ -25,6 +25,8 @@
 #include "mac/verify/report.hpp"
 #include "mac/verify/sha256.hpp"
 
+#include "build_info.hpp"
+
 #include <omp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -45,10 +47,6 @@
 #include <limits>
 #include <sstream>
 #include <thread>
-
-#ifndef MAC_GIT_COMMIT
-#define MAC_GIT_COMMIT "unknown"
-#endif
 
 using namespace mac;
 using namespace mac::verify;
@@ -174,6 +172,12 @@ std::string cuda_plugin_path() {
 /*! The certificate's name beside a report: REPORT.h5 → REPORT.md. */
 std::string certificate_path(const std::string& report) {
   return std::filesystem::path(report).replace_extension(".md").string();
+}
+
+/*! The commit this mac-verify was built from and the tree's state then ("… (clean at build
+ *  time)"), as build_info.cmake captured them when it was last built. */
+std::string driver_commit() {
+  return msg(build::kGitCommit, " (", build::kGitTree, " at build time)");
 }
 
 std::string join_args(int argc, char** argv) {
@@ -445,8 +449,7 @@ int main(int argc, char** argv) {
       }
       const std::string bad = abi::validate_caps(caps);
       require(bad.empty(), "--caps '", caps_file, "': ", bad);
-      const int n = files::export_cases(export_dir, cases, caps, nonce, matrix_sha,
-                                        msg(MAC_GIT_COMMIT, " (", MAC_VERIFY_GIT_TREE, ")"),
+      const int n = files::export_cases(export_dir, cases, caps, nonce, matrix_sha, driver_commit(),
                                         join_args(argc, argv));
       std::printf("exported %d case(s) to %s (%zu selected, %zu not applicable), nonce %s\n", n,
                   export_dir.c_str(), cases.size(), cases.size() - static_cast<size_t>(n),
@@ -628,7 +631,7 @@ int main(int argc, char** argv) {
     meta.grading = grading_text(opt.grading);
     // The build's commit is what the report certifies; MAC_VERIFY_COMMIT (for a build tree
     // without .git, e.g. a copied working tree) is recorded beside it as a declaration only.
-    meta.git_commit = msg(MAC_GIT_COMMIT, " (", MAC_VERIFY_GIT_TREE, " at configure time)");
+    meta.git_commit = driver_commit();
     if (const char* declared = std::getenv("MAC_VERIFY_COMMIT")) meta.declared_commit = declared;
     meta.device = impl->device();
     meta.mode = mode;
