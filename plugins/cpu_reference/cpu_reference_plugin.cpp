@@ -372,15 +372,9 @@ int32_t macv_step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs*
   try {  // no C++ exception may cross the C ABI
 #if MACV_FAULT_CLAIMS_PLAIN
     // The driver's ring and decision tensors are absent (NULL): substitute the handle's.
-    auto view = [](void* data, int dtype, int ndim, const int64_t* shape, const int64_t* st) {
-      macv_tensor t{};
-      t.data = data;
-      t.dtype = dtype;
-      t.ndim = ndim;
-      t.shape = shape;
-      t.strides = st;
-      t.device = MACV_DEVICE_CPU;
-      return t;
+    auto view = [](void* data, int32_t dtype, int32_t ndim, const int64_t* shape,
+                   const int64_t* st) {
+      return macv_tensor{data, dtype, ndim, shape, st, MACV_DEVICE_CPU, 0};
     };
     macv_step_inputs own = *in;
     own.ring_q = view(h->ring_q.data(), MACV_BF16, 4, h->vec_shape, h->vec_strides);

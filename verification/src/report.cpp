@@ -87,6 +87,36 @@ const std::vector<Field<HeadMetrics, double>>& head_f64() {
   return f;
 }
 
+/*! The report's string attributes, for write_report and read_report alike. `since_plugins`:
+ *  added with the plugin route (or later), so a report written before reads it as `missing`. */
+struct StringAttr {
+  const char* name;
+  std::string ReportMeta::*p;
+  bool since_plugins;
+  const char* missing;
+};
+const std::vector<StringAttr>& string_attrs() {
+  static const std::vector<StringAttr> a = {
+      {io::schema::kGitCommit, &ReportMeta::git_commit, false, ""},
+      {rk::kDeclaredCommit, &ReportMeta::declared_commit, true, ""},
+      {vs::kDevice, &ReportMeta::device, false, ""},
+      {rk::kMode, &ReportMeta::mode, false, ""},
+      {vs::kImpl, &ReportMeta::impl, false, ""},
+      {rk::kImplSha256, &ReportMeta::impl_sha256, true, ""},
+      {rk::kImplDeclared, &ReportMeta::impl_declared, true, ""},
+      {rk::kImplCaps, &ReportMeta::impl_caps, true, ""},
+      {rk::kNonceSource, &ReportMeta::nonce_source, true, "none"},
+      {rk::kGrading, &ReportMeta::grading, true, ""},
+      {rk::kFinished, &ReportMeta::finished, true, ""},
+      {rk::kEnvironment, &ReportMeta::environment, true, ""},
+      {rk::kSubset, &ReportMeta::subset, false, ""},
+      {rk::kShard, &ReportMeta::shard, false, ""},
+      {vs::kCommand, &ReportMeta::command, false, ""},
+      {rk::kCreated, &ReportMeta::created, false, ""},
+      {vs::kMatrixFnv1a, &ReportMeta::matrix_sha, false, ""}};
+  return a;
+}
+
 /*! One numeric column of a report's group: a 1-D dataset of `n` elements whose file type
  *  is T's class and size (HDF5 would otherwise convert, clamping an int64 into int8), so a
  *  column shorter than the cases it describes is refused instead of read past. */
@@ -149,26 +179,10 @@ void write_report(const std::string& path, const Report& r) {
     const auto& m = r.meta;
     h5::write_attr(f, io::schema::kSchema, kSchema);
     h5::write_attr(f, io::schema::kVersion, kVersion);
-    h5::write_attr(f, io::schema::kGitCommit, m.git_commit);
-    h5::write_attr(f, rk::kDeclaredCommit, m.declared_commit);
-    h5::write_attr(f, vs::kDevice, m.device);
-    h5::write_attr(f, rk::kMode, m.mode);
-    h5::write_attr(f, vs::kImpl, m.impl);
-    h5::write_attr(f, rk::kImplSha256, m.impl_sha256);
-    h5::write_attr(f, rk::kImplDeclared, m.impl_declared);
-    h5::write_attr(f, rk::kImplCaps, m.impl_caps);
+    for (const auto& a : string_attrs()) h5::write_attr(f, a.name, m.*(a.p));
     h5::write_attr(f, rk::kAbiVersion, int64_t{m.abi_version});
     h5::write_attr(f, vs::kNonce, nonce_text(m.nonce));
-    h5::write_attr(f, rk::kNonceSource, m.nonce_source);
     h5::write_attr(f, rk::kTrials, int64_t{m.trials});
-    h5::write_attr(f, rk::kGrading, m.grading);
-    h5::write_attr(f, rk::kFinished, m.finished);
-    h5::write_attr(f, rk::kEnvironment, m.environment);
-    h5::write_attr(f, rk::kSubset, m.subset);
-    h5::write_attr(f, rk::kShard, m.shard);
-    h5::write_attr(f, vs::kCommand, m.command);
-    h5::write_attr(f, rk::kCreated, m.created);
-    h5::write_attr(f, vs::kMatrixFnv1a, m.matrix_sha);
     h5::write_attr(f, rk::kTolOutRelL2, m.tol.out_rel_l2);
     h5::write_attr(f, rk::kTolLse, m.tol.lse);
     h5::write_attr(f, rk::kTolEntryRelL2, m.tol.entry_rel_l2);
@@ -272,36 +286,20 @@ Report read_report(const std::string& path) {
   const auto v = h5::attr_int64(f, io::schema::kVersion);
   require(v == kVersion, "report '", path, "': version ", v, " is not ", kVersion);
   auto& m = r.meta;
-  m.git_commit = h5::attr_string(f, io::schema::kGitCommit);
-  m.device = h5::attr_string(f, vs::kDevice);
-  m.mode = h5::attr_string(f, rk::kMode);
-  m.impl = h5::attr_string(f, vs::kImpl);
-  // Attributes added with the plugin route; a report written before them reads as a run of
-  // a built-in implementation on the matrix's own seeds.
-  auto opt = [&](const char* name, const std::string& def) {
-    return h5::has_attr(f, name) ? h5::attr_string(f, name) : def;
-  };
-  m.declared_commit = opt(rk::kDeclaredCommit, "");
-  m.impl_sha256 = opt(rk::kImplSha256, "");
-  m.impl_declared = opt(rk::kImplDeclared, "");
-  m.impl_caps = opt(rk::kImplCaps, "");
+  // Attributes added with the plugin route (or later) are optional: a report written before
+  // them reads as a run of a built-in implementation on the matrix's own seeds, one trial.
+  for (const auto& a : string_attrs())
+    m.*(a.p) = !a.since_plugins || h5::has_attr(f, a.name) ? h5::attr_string(f, a.name)
+                                                           : std::string(a.missing);
   m.abi_version =
       h5::has_attr(f, rk::kAbiVersion) ? static_cast<int>(h5::attr_int64(f, rk::kAbiVersion)) : 0;
-  m.nonce = std::strtoull(opt(vs::kNonce, "0").c_str(), nullptr, 0);
-  m.nonce_source = opt(rk::kNonceSource, "none");
-  // Added with --trials and the decisions capability: one trial, MAC grading before them.
+  m.nonce = h5::has_attr(f, vs::kNonce)
+                ? std::strtoull(h5::attr_string(f, vs::kNonce).c_str(), nullptr, 0)
+                : 0;
   const int64_t run_trials = h5::has_attr(f, rk::kTrials) ? h5::attr_int64(f, rk::kTrials) : 1;
   require(run_trials >= 1 && run_trials <= std::numeric_limits<int>::max(), "report '", path,
           "': trials = ", run_trials, " is outside [1, ", std::numeric_limits<int>::max(), "]");
   m.trials = static_cast<int>(run_trials);
-  m.grading = opt(rk::kGrading, "");
-  m.finished = opt(rk::kFinished, "");
-  m.environment = opt(rk::kEnvironment, "");
-  m.subset = h5::attr_string(f, rk::kSubset);
-  m.shard = h5::attr_string(f, rk::kShard);
-  m.command = h5::attr_string(f, vs::kCommand);
-  m.created = h5::attr_string(f, rk::kCreated);
-  m.matrix_sha = h5::attr_string(f, vs::kMatrixFnv1a);
   m.tol.out_rel_l2 = h5::attr_double(f, rk::kTolOutRelL2);
   m.tol.lse = h5::attr_double(f, rk::kTolLse);
   m.tol.entry_rel_l2 = h5::attr_double(f, rk::kTolEntryRelL2);
