@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_D 256 /* the largest head dim of docs/semantics.md §4 */
+
 struct macv_handle {
   macv_params p;
   double* logit; /* [max_context] scratch */
@@ -68,6 +70,10 @@ int32_t macv_query(macv_caps* c, char* err, size_t err_len) {
 int32_t macv_create(const macv_params* p, void* stream, macv_handle** out, char* err,
                     size_t err_len) {
   (void)stream;
+  if (p->head_dim > MAX_D) {
+    snprintf(err, err_len, "head_dim %d above %d", p->head_dim, MAX_D);
+    return 1;
+  }
   *out = (macv_handle*)malloc(sizeof **out);
   if (*out) (*out)->logit = (double*)malloc((size_t)(p->max_context + 1) * sizeof(double));
   if (!*out || !(*out)->logit) {
@@ -100,7 +106,7 @@ int32_t macv_step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs*
     for (hq = 0; hq < p->num_q_heads; ++hq) {
       const int64_t iq[3] = {b, hq, 0}, io[2] = {b, hq};
       const char* q = (const char*)at(&in->q, iq);
-      double mx = -INFINITY, sum = 0, o[256] = {0};
+      double mx = -INFINITY, sum = 0, o[MAX_D] = {0};
       for (t = 0; t <= m; ++t) {
         const char* k = (const char*)kv_row(&in->k_cache, in, p, b, t, hq / G);
         double dot = 0;
