@@ -7,11 +7,20 @@
 //   MACV_PRODUCTION            the production layout: BF16 output and ring o, base-2 LSE
 //                              (the driver converts), and its own prefill (macv_prefill);
 //                              docs/semantics.md §4's limits
+//   MACV_UNREPORTED            reports no decisions (caps.decisions = 1): hit and match_pos
+//                              are absent, the driver grades the values at its decisions
 //   MACV_FAULT_TIE_NEWER       ties go to the newer candidate (must fail the tie family)
 //   MACV_FAULT_PREVIOUS_OUTPUT returns the previous step's output (must fail)
 //   MACV_FAULT_LSE_BASE2       writes a base-2 output LSE without declaring it (must fail)
 //   MACV_FAULT_SEGFAULT        raises SIGSEGV in every step of a D = 256 case (ERROR cases)
 //   MACV_FAULT_HANG            never returns from a step of a D = 256 case (ERROR on timeout)
+//   MACV_FAULT_HANG_QUERY      never returns from macv_query (the load times out: bad input)
+//   MACV_FAULT_CLAIMS_PLAIN    declares itself a plain decode kernel (decisions = 2: no ring)
+//                              but reuses through a ring of its own (must fail: its outputs
+//                              are not exact attention)
+//   MACV_FAULT_CACHED_ANSWER   answers a (case shape, position, request, head) it has seen
+//                              before with the output it computed then (passes one trial per
+//                              case, fails --trials 2)
 #include "mac/ref/attention.hpp"
 #include "mac/ref/bf16.hpp"
 #include "mac/ref/match.hpp"
@@ -21,10 +30,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,6 +62,8 @@ constexpr bool kBase2 = false;
 const char* plugin_name() {
 #if MACV_PRODUCTION
   return "reference-fp32/production-abi";
+#elif MACV_UNREPORTED
+  return "reference-fp32/decisions-unreported";
 #elif MACV_FAULT_TIE_NEWER
   return "reference-fp32/fault:tie-newer";
 #elif MACV_FAULT_PREVIOUS_OUTPUT
@@ -61,6 +74,12 @@ const char* plugin_name() {
   return "reference-fp32/fault:segfault";
 #elif MACV_FAULT_HANG
   return "reference-fp32/fault:hang";
+#elif MACV_FAULT_HANG_QUERY
+  return "reference-fp32/fault:hang-query";
+#elif MACV_FAULT_CACHED_ANSWER
+  return "reference-fp32/fault:cached-answer";
+#elif MACV_FAULT_CLAIMS_PLAIN
+  return "reference-fp32/fault:claims-plain";
 #else
   return "reference-fp32";
 #endif
@@ -124,6 +143,20 @@ mac::ref::LayerData gather(const macv_params& p, const macv_tensor& kc, const ma
   return L;
 }
 
+#if MACV_FAULT_CACHED_ANSWER
+/*! Outputs (o then lse) by case parameters, position, request and head: what a kernel keyed
+ *  on the shape of its call would replay. It lives as long as the worker process. */
+std::map<std::string, std::vector<float>>& answers() {
+  static std::map<std::string, std::vector<float>> a;
+  return a;
+}
+std::string answer_key(const macv_params& p, int64_t m, int64_t b, int64_t h) {
+  std::string k(reinterpret_cast<const char*>(&p), sizeof p);
+  for (int64_t x : {m, b, h}) k.append(reinterpret_cast<const char*>(&x), sizeof x);
+  return k;
+}
+#endif
+
 /*! The D BF16 values starting at `p` as floats. */
 std::vector<float> row(const uint16_t* p, int64_t D) {
   std::vector<float> v(static_cast<size_t>(D));
@@ -136,6 +169,16 @@ std::vector<float> row(const uint16_t* p, int64_t D) {
 struct macv_handle {
   macv_params p;
   std::vector<float> prev_o, prev_lse;  // MACV_FAULT_PREVIOUS_OUTPUT only
+#if MACV_FAULT_CLAIMS_PLAIN
+  // The ring the driver does not hand a plain decode kernel, kept here: head-major
+  // [B, Hq, M, D] q̃ (BF16 bits) and o (FP32), [B, Hq, M] L and position; and hit, match_pos.
+  std::vector<uint16_t> ring_q;
+  std::vector<float> ring_o, ring_lse;
+  std::vector<int64_t> ring_pos, match_pos;
+  std::vector<uint8_t> hit;
+  int64_t vec_shape[4], vec_strides[4], slot_shape[3], slot_strides[3], out_shape[2],
+      out_strides[2];
+#endif
 };
 
 extern "C" {
@@ -143,12 +186,14 @@ extern "C" {
 int32_t macv_abi_version(void) { return MACV_ABI_VERSION; }
 
 int32_t macv_query(macv_caps* c, char*, size_t) {
+#if MACV_FAULT_HANG_QUERY
+  for (;;) pause();
+#endif
   std::snprintf(c->name, sizeof c->name, "%s", plugin_name());
   std::snprintf(c->version, sizeof c->version, "%s", MAC_GIT_COMMIT);
   c->device = MACV_DEVICE_CPU;
-  const int dims[] = {64, 128, 256};
-  for (int i = 0; i < 3; ++i) c->head_dims[i] = dims[i];
-  c->num_head_dims = 3;  // canonical_d2 needs D a multiple of 16; docs/semantics.md §4's three
+  // docs/semantics.md §4's head dims (canonical_d2 needs D a multiple of 16).
+  for (int d : mac::kHeadDims) c->head_dims[c->num_head_dims++] = d;
   c->kv_layouts = MACV_KV_NHD | MACV_KV_HND;
   c->ring_layouts = MACV_RING_HEAD_MAJOR | MACV_RING_SLOT_MAJOR;
   c->sinks = 1;
@@ -161,13 +206,41 @@ int32_t macv_query(macv_caps* c, char*, size_t) {
   c->prefills = MACV_PRODUCTION ? 1 : 0;
   c->tight_tolerances = MACV_PRODUCTION ? 0 : 1;
   c->policies = MACV_POLICY_DEPTH_CAP | MACV_POLICY_REFRESH;  // semantics §3.3
+#if MACV_UNREPORTED
+  if (MACV_CAPS_HAS(c, decisions)) c->decisions = MACV_DECISIONS_UNREPORTED;
+#endif
+#if MACV_FAULT_CLAIMS_PLAIN
+  c->reports_keys_read = 0;  // its keys read would give it away: only the values may
+  c->writes_ring = 0;
+  c->policies = 0;
+  if (MACV_CAPS_HAS(c, decisions)) c->decisions = MACV_DECISIONS_EXACT;
+#endif
   return 0;
 }
 
 int32_t macv_create(const macv_params* p, void*, macv_handle** out, char* err, size_t n) {
   if (!mac::supported_head_dim(p->head_dim))
     return fail(err, n, "head_dim " + std::to_string(p->head_dim) + " is not 64, 128 or 256");
-  *out = new macv_handle{*p, {}, {}};
+  *out = new macv_handle{};
+  (*out)->p = *p;
+#if MACV_FAULT_CLAIMS_PLAIN
+  macv_handle& h = **out;
+  const int64_t B = p->batch, Hq = p->num_q_heads, M = p->ring, D = p->head_dim;
+  h.ring_q.assign(static_cast<size_t>(B * Hq * M * D), 0x7FC0);
+  h.ring_o.assign(h.ring_q.size(), std::nanf(""));
+  h.ring_lse.assign(static_cast<size_t>(B * Hq * M), std::nanf(""));
+  h.ring_pos.assign(h.ring_lse.size(), -1);  // empty: no prompt entries, only decode steps'
+  h.hit.assign(static_cast<size_t>(B * Hq), 0);
+  h.match_pos.assign(h.hit.size(), -1);
+  const int64_t vs[4] = {B, Hq, M, D}, vst[4] = {Hq * M * D, M * D, D, 1};
+  const int64_t ss[3] = {B, Hq, M}, sst[3] = {Hq * M, M, 1}, os[2] = {B, Hq}, ost[2] = {Hq, 1};
+  std::copy(vs, vs + 4, h.vec_shape);
+  std::copy(vst, vst + 4, h.vec_strides);
+  std::copy(ss, ss + 3, h.slot_shape);
+  std::copy(sst, sst + 3, h.slot_strides);
+  std::copy(os, os + 2, h.out_shape);
+  std::copy(ost, ost + 2, h.out_strides);
+#endif
   return 0;
 }
 
@@ -251,8 +324,10 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
         *at<int64_t>(in->ring_pos, b, h2, j) = m;
         if (in->ring_depth.data) *at<int32_t>(in->ring_depth, b, h2, j) = depth;
       }
-      *at<uint8_t>(out->hit, b, h2) = hit ? 1 : 0;
-      *at<int64_t>(out->match_pos, b, h2) = hit ? best : -1;
+      if (out->hit.data) {  // absent unless caps.decisions is MACV_DECISIONS_REPORTED
+        *at<uint8_t>(out->hit, b, h2) = hit ? 1 : 0;
+        *at<int64_t>(out->match_pos, b, h2) = hit ? best : -1;
+      }
       if (out->keys_read.data) *at<int64_t>(out->keys_read, b, h2) = k.keys_read();
       float o_lse = lse_out(res.lse);
 #if MACV_FAULT_LSE_BASE2
@@ -276,6 +351,14 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
       std::copy(now.begin(), now.end(), h->prev_o.begin() + static_cast<int64_t>(e) * D);
       h->prev_lse[e] = now_lse;
 #endif
+#if MACV_FAULT_CACHED_ANSWER
+      auto [it, fresh] = answers().try_emplace(answer_key(p, m, b, h2), o);
+      if (fresh)
+        it->second.push_back(o_lse);
+      else
+        o_lse = it->second.back();
+      o.assign(it->second.begin(), it->second.begin() + D);
+#endif
       for (int64_t d = 0; d < D; ++d) store(out->o, o[static_cast<size_t>(d)], b, h2, d);
       *at<float>(out->lse, b, h2) = o_lse;
     }
@@ -287,6 +370,22 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
 int32_t macv_step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out, void*,
                   char* err, size_t n) {
   try {  // no C++ exception may cross the C ABI
+#if MACV_FAULT_CLAIMS_PLAIN
+    // The driver's ring and decision tensors are absent (NULL): substitute the handle's.
+    auto view = [](void* data, int32_t dtype, int32_t ndim, const int64_t* shape,
+                   const int64_t* st) {
+      return macv_tensor{data, dtype, ndim, shape, st, MACV_DEVICE_CPU, 0};
+    };
+    macv_step_inputs own = *in;
+    own.ring_q = view(h->ring_q.data(), MACV_BF16, 4, h->vec_shape, h->vec_strides);
+    own.ring_o = view(h->ring_o.data(), MACV_F32, 4, h->vec_shape, h->vec_strides);
+    own.ring_lse = view(h->ring_lse.data(), MACV_F32, 3, h->slot_shape, h->slot_strides);
+    own.ring_pos = view(h->ring_pos.data(), MACV_I64, 3, h->slot_shape, h->slot_strides);
+    macv_step_outputs mine = *out;
+    mine.hit = view(h->hit.data(), MACV_U8, 2, h->out_shape, h->out_strides);
+    mine.match_pos = view(h->match_pos.data(), MACV_I64, 2, h->out_shape, h->out_strides);
+    return step(h, &own, &mine, err, n);
+#endif
     return step(h, in, out, err, n);
   } catch (const std::exception& e) {
     return fail(err, n, e.what());

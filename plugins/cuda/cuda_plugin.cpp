@@ -12,6 +12,7 @@
 // or as epochs that differ, alternately (glue.cu), so both gates of semantics §3.2 are certified.
 #include "glue.hpp"
 #include "mac/cuda/mac_cuda.hpp"
+#include "mac/semantics.hpp"
 #include "mac/verify/plugin_abi.h"
 
 #include <cstdio>
@@ -143,9 +144,7 @@ int32_t macv_query(macv_caps* c, char*, size_t) {
   std::snprintf(c->name, sizeof c->name, "mac-attention-cuda");
   std::snprintf(c->version, sizeof c->version, "%s", MAC_GIT_COMMIT);
   c->device = MACV_DEVICE_CUDA;
-  const int dims[] = {64, 128, 256};
-  for (int i = 0; i < 3; ++i) c->head_dims[i] = dims[i];
-  c->num_head_dims = 3;
+  for (int d : mac::kHeadDims) c->head_dims[c->num_head_dims++] = d;
   for (int g = 1; g <= kMaxGroup; ++g) c->gqa_ratios[g - 1] = g;
   c->num_gqa_ratios = kMaxGroup;
   c->kv_layouts = MACV_KV_NHD | MACV_KV_HND;  // through the engine's KV strides

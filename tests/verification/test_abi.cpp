@@ -8,6 +8,7 @@
 #include "mac/verify/plugin.hpp"
 #include "mac/verify/sha256.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mac;
@@ -140,6 +141,58 @@ BOOST_AUTO_TEST_CASE(capabilities_as_text) {
   BOOST_TEST(verify::abi::not_applicable(c, m[0]) == "");
   // A case's k3 column picks the variant of that name.
   BOOST_TEST(verify::abi::choose(c, m[0]).variant == 0);  // k3 = fused
+}
+
+// The decisions capability (plugin_abi.h): a plain decode kernel declares no ring and no
+// policy, and every case of a shape it supports is applicable to it.
+BOOST_AUTO_TEST_CASE(decisions_capability) {
+  const auto from = [](const std::string& t) {
+    return verify::abi::caps_from_text("name = k\n" + t);
+  };
+  BOOST_TEST(verify::abi::validate_caps(from("")) == "");
+  BOOST_TEST(from("").decisions == MACV_DECISIONS_REPORTED);  // not given: today's behaviour
+  BOOST_TEST(contains(verify::abi::validate_caps(from("decisions = 3\n")), "decisions = 3"));
+  // writes_ring defaults to 1 in the text form: a plain kernel must say 0.
+  BOOST_TEST(contains(verify::abi::validate_caps(from("decisions = 2\n")), "writes_ring = 1"));
+  BOOST_TEST(
+      contains(verify::abi::validate_caps(from("decisions = 2\nwrites_ring = 0\npolicies = 1\n")),
+               "policies = 1"));
+  const macv_caps plain = from("decisions = 2\nwrites_ring = 0\nsinks = 0\nhead_dims = 64\n");
+  BOOST_TEST(verify::abi::validate_caps(plain) == "");
+  BOOST_TEST((verify::abi::grading(plain) == Grading::kExact));
+  BOOST_TEST((verify::abi::grading(from("decisions = 1\n")) == Grading::kMacValues));
+  const auto& m = builtin_matrix();
+  BOOST_TEST(verify::abi::not_applicable(plain, m[16]) == "");  // F = 64: no sinks needed
+  BOOST_TEST(contains(verify::abi::not_applicable(plain, m[240]), "head dim 256"));
+  for (const auto& c : m)
+    if (c.has_policy() && c.D == 64) {
+      BOOST_TEST(verify::abi::not_applicable(plain, c) == "", "policy case " << c.id);
+      BOOST_TEST(verify::abi::not_applicable(from("head_dims = 64\n"), c) != "");
+      break;
+    }
+  // No ring and no decision tensors in a plain kernel's arena; a MAC kernel's has both.
+  const auto in = make_inputs(m[0]);
+  const verify::abi::AbiCase ab(in, verify::abi::choose(plain, m[0]));
+  BOOST_TEST(!ab.layout().t[verify::abi::kRingQ].present);
+  BOOST_TEST(!ab.layout().t[verify::abi::kHit].present);
+  BOOST_TEST(ab.layout().t[verify::abi::kOut].present);
+  const verify::abi::AbiCase mac_case(in, verify::abi::choose(from(""), m[0]));
+  BOOST_TEST(mac_case.layout().t[verify::abi::kRingQ].present);
+  BOOST_TEST(mac_case.layout().t[verify::abi::kMatchPos].present);
+}
+
+BOOST_AUTO_TEST_CASE(trial_nonces) {
+  for (uint64_t run : {uint64_t{0}, uint64_t{7}}) {
+    BOOST_TEST(trial_nonce(run, 0) == run);  // one trial is the run as before
+    std::vector<uint64_t> seen = {run};
+    for (int t = 1; t < 5; ++t) {
+      const uint64_t n = trial_nonce(run, t);
+      BOOST_TEST(n != 0);
+      BOOST_TEST((std::find(seen.begin(), seen.end(), n) == seen.end()));
+      BOOST_TEST(n == trial_nonce(run, t));  // reproducible
+      seen.push_back(n);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(sha256_and_input_hash) {

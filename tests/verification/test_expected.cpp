@@ -5,6 +5,7 @@
 
 #include "mac/oracle/oracle.hpp"
 #include "mac/ref/stepper.hpp"
+#include "mac/verify/abi_case.hpp"
 #include "mac/verify/check.hpp"
 #include "mac/verify/expected.hpp"
 
@@ -66,6 +67,44 @@ BOOST_AUTO_TEST_CASE(agrees_with_mac_oracle_and_reference_decisions) {
     BOOST_TEST_MESSAGE(fam << ": hits " << hits << ", worst relative difference to MacOracle "
                            << worst);
     BOOST_TEST(worst < 1e-12);
+  }
+}
+
+// A ring far larger than the case's positions (M up to kMaxTokens, as a matrix line may say):
+// the expected evaluation keeps min(M, P + steps) slots, as the oracle does, and gives the
+// decisions of M = P + steps (no slot wraps either way); the FP32 reference passes it. The
+// plugin ABI, whose ring has M slots per head, refuses it with the size it would need.
+BOOST_AUTO_TEST_CASE(a_ring_larger_than_the_positions_is_bounded) {
+  CaseSpec huge = builtin_matrix()[5];  // grid, one request, P = 700, 6 steps, hits planted
+  huge.M = kMaxTokens;
+  CaseSpec exact = huge;
+  exact.M = huge.context(0) + huge.steps;
+  const auto in_huge = make_inputs(huge), in_exact = make_inputs(exact);
+  Expected a(in_huge), b(in_exact);
+  int hits = 0;
+  for (int64_t s = 0; s < huge.steps; ++s) {
+    const auto x = a.step(s), y = b.step(s);
+    for (size_t h = 0; h < x[0].size(); ++h) {
+      BOOST_TEST(x[0][h].hit == y[0][h].hit);
+      BOOST_TEST(x[0][h].match_pos == y[0][h].match_pos);
+      BOOST_TEST(x[0][h].out.lse == y[0][h].out.lse);
+      hits += x[0][h].hit;
+    }
+  }
+  BOOST_TEST(hits > 0);
+  RunOptions opt;
+  opt.tol = Tolerances::cpu();
+  auto impl = make_reference_impl();
+  const auto r = run_case(huge, *impl, opt);
+  BOOST_TEST((r.status == CaseStatus::kPass), r.message);
+  BOOST_TEST(r.expected_hits == hits);
+  const macv_caps caps = verify::abi::caps_from_text("name = k\n");
+  try {
+    verify::abi::AbiCase ab(in_huge, verify::abi::choose(caps, huge));
+    BOOST_ERROR("an ABI ring of M = 2^31 - 1 slots was laid out");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("more than this machine's memory") != std::string::npos,
+               e.what());
   }
 }
 

@@ -25,6 +25,8 @@
 #include "mac/verify/report.hpp"
 #include "mac/verify/sha256.hpp"
 
+#include "build_info.hpp"
+
 #include <omp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -45,10 +47,6 @@
 #include <limits>
 #include <sstream>
 #include <thread>
-
-#ifndef MAC_GIT_COMMIT
-#define MAC_GIT_COMMIT "unknown"
-#endif
 
 using namespace mac;
 using namespace mac::verify;
@@ -176,6 +174,12 @@ std::string certificate_path(const std::string& report) {
   return std::filesystem::path(report).replace_extension(".md").string();
 }
 
+/*! The commit this mac-verify was built from and the tree's state then ("… (clean at build
+ *  time)"), as build_info.cmake captured them when it was last built. */
+std::string driver_commit() {
+  return msg(build::kGitCommit, " (", build::kGitTree, " at build time)");
+}
+
 std::string join_args(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
@@ -199,8 +203,8 @@ int main(int argc, char** argv) {
   double time_limit = 0;
   int max_repro = 20;
   std::string impl_spec, nonce_arg, export_dir, grade_dir, outputs_dir, caps_file;
-  double case_timeout = 600;
-  int export_case = -1;
+  double case_timeout = 600, load_timeout = 300;
+  int export_case = -1, trials = 1;
   app.add_flag("--list", list, "print the matrix, one case per line (column header on stderr)");
   app.add_option("--mode", mode,
                  "cpu (FP32 reference vs FP64 oracle), gpu (CUDA kernels), model (FP64 model with "
@@ -257,9 +261,19 @@ int main(int argc, char** argv) {
                  "plugin: seconds a case may take in the plugin before it is killed and the case "
                  "is an ERROR (0 = none)")
       ->check(range(0.0, 1e9));
+  app.add_option("--load-timeout", load_timeout,
+                 "plugin: seconds the worker may take to load the plugin (dlopen, "
+                 "macv_abi_version, macv_query), at start and after every restart (0 = none)")
+      ->check(range(0.0, 1e9));
   app.add_option("--nonce", nonce_arg,
                  "mixed into every case's seed (hex 0x... or decimal; 0 = the matrix's seeds). "
-                 "Default: drawn afresh by --impl plugin: and --export, 0 otherwise");
+                 "Default: drawn afresh for a plugin (--impl plugin:, --mode gpu) and --export, 0 "
+                 "otherwise");
+  app.add_option("--trials", trials,
+                 "run every applicable case this many times, trial t with a nonce derived from "
+                 "the run's and t (fresh inputs each time); a case passes only if every trial "
+                 "does")
+      ->check(range(1, 1 << 20));
   app.add_option("--export", export_dir,
                  "file protocol: write the selected cases' inputs to this directory");
   app.add_option("--export-case", export_case,
@@ -301,15 +315,20 @@ int main(int argc, char** argv) {
     if (!merge.empty()) {
       // The output is checked before any input is read: writable, and none of the inputs
       // (a merge onto its own shard would destroy it).
-      io::check_output(out, "--out");
-      for (const auto& p : merge) io::refuse_if_same_file(out, {p});
+      for (const std::string& o : {out, certificate_path(out)}) {
+        io::check_output(o, "--out");
+        for (const auto& p : merge) io::refuse_if_same_file(o, {p, certificate_path(p)});
+      }
       std::vector<Report> parts;
       for (const auto& p : merge) parts.push_back(read_report(p));
       Report r = merge_reports(parts);
       write_report(out, r);
+      // One certificate for the whole: per-family counts over every shard's cases, each
+      // failure with the replay command its shard recorded.
+      io::write_text_file(certificate_path(out), certificate_markdown(r, {}, ""));
       if (!no_summary) std::cout << summary_table(r);
       std::cout << "merged " << merge.size() << " reports (" << r.cases.size() << " cases) into "
-                << out << "\n";
+                << out << "\ncertificate: " << certificate_path(out) << "\n";
       return r.exit_code();
     }
 
@@ -339,6 +358,14 @@ int main(int argc, char** argv) {
               "--mode gpu: the CUDA plugin (mac_plugin_cuda.so) was not built");
       impl_spec = "plugin:" + cuda_plugin;
     }
+    // Whether the implementation is reached through the plugin ABI: a user's plugin, or this
+    // project's CUDA kernels (--mode gpu). Such a run draws a fresh nonce: its inputs must be
+    // unknown to the implementation before the run.
+    const bool via_abi =
+        impl_spec.rfind("plugin:", 0) == 0 || impl_spec.rfind("inprocess:", 0) == 0;
+    require(trials == 1 || (grade_dir.empty() && !exporting), "--trials ", trials,
+            ": the file protocol grades the one set of inputs an export "
+            "holds (export once per trial instead)");
     const Fault f = parse_fault(fault);
     require(mode == "model" || f == Fault::kNone, "--fault needs --mode model");
     require(!production || mode == "cpu", "--production-storage needs --mode cpu");
@@ -370,7 +397,7 @@ int main(int argc, char** argv) {
     } else if (!replay.empty()) {
       nonce = read_failure_nonce(replay);
       nonce_source = "replay";
-    } else if (user_plugin || exporting) {
+    } else if (via_abi || exporting) {
       nonce = draw_nonce();
       nonce_source = "drawn";
     }
@@ -422,8 +449,7 @@ int main(int argc, char** argv) {
       }
       const std::string bad = abi::validate_caps(caps);
       require(bad.empty(), "--caps '", caps_file, "': ", bad);
-      const int n = files::export_cases(export_dir, cases, caps, nonce, matrix_sha,
-                                        msg(MAC_GIT_COMMIT, " (", MAC_VERIFY_GIT_TREE, ")"),
+      const int n = files::export_cases(export_dir, cases, caps, nonce, matrix_sha, driver_commit(),
                                         join_args(argc, argv));
       std::printf("exported %d case(s) to %s (%zu selected, %zu not applicable), nonce %s\n", n,
                   export_dir.c_str(), cases.size(), cases.size() - static_cast<size_t>(n),
@@ -475,8 +501,9 @@ int main(int argc, char** argv) {
         if (!fail_dir.empty()) args.insert(args.end(), {"--fail-dir", fail_dir});
         if (mode == "model") args.insert(args.end(), {"--fault", fault});
         if (!impl_spec.empty()) args.insert(args.end(), {"--impl", impl_spec});
-        args.insert(args.end(),
-                    {"--nonce", nonce_text(nonce), "--case-timeout", msg(case_timeout)});
+        args.insert(args.end(), {"--trials", msg(trials)});
+        args.insert(args.end(), {"--nonce", nonce_text(nonce), "--case-timeout", msg(case_timeout),
+                                 "--load-timeout", msg(load_timeout)});
         if (production) args.push_back("--production-storage");
         if (!gpu) args.insert(args.end(), {"--max-cost", msg(max_cost)});
         if (!matrix_file.empty()) args.insert(args.end(), {"--matrix", matrix_file});
@@ -528,12 +555,25 @@ int main(int argc, char** argv) {
       Report r = merge_reports(rs);
       r.meta.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       r.meta.command = join_args(argc, argv);
+      // The shards were given the nonce; where it came from is this process's to say.
+      r.meta.nonce_source = nonce_source;
       write_report(out, r);
-      for (const auto& p : parts) std::filesystem::remove(p);
+      std::string cert = certificate_markdown(r, {}, "");
+      if (missing)  // the verdict of the cases present cannot stand for the missing ones
+        cert = msg("# mac-verify certificate: FAIL\n\n", missing, " of ", N,
+                   " shards produced no report; their cases are missing below.\n",
+                   cert.substr(cert.find('\n')), "\nRESULT: FAIL (", missing, " of ", N,
+                   " shards produced no report)\n");
+      io::write_text_file(certificate_path(out), cert);
+      // The shards' reports and certificates are parts of this one.
+      for (const auto& p : parts) {
+        std::filesystem::remove(p);
+        std::filesystem::remove(certificate_path(p));
+      }
       if (!no_summary) std::cout << summary_table(r);
       if (missing)
         std::cout << "RESULT: FAIL (" << missing << " of " << N << " shards produced no report)\n";
-      std::cout << "report: " << out << "\n";
+      std::cout << "report: " << out << "\ncertificate: " << certificate_path(out) << "\n";
       return missing == 0 ? r.exit_code() : 1;
     }
 
@@ -548,16 +588,18 @@ int main(int argc, char** argv) {
       impl = files::make_file_impl(grade_set, grade_dir);
       opt.tol = abi::tolerances(grade_set.caps);
       opt.expected_storage = abi::expected_storage(grade_set.caps);
+      opt.grading = abi::grading(grade_set.caps);
       meta.impl_sha256 = grade_set.outputs_sha256;
       meta.impl_declared = grade_set.declared_name + " " + grade_set.declared_version;
       meta.impl_caps = abi::caps_to_text(grade_set.caps);
-    } else if (user_plugin || (mode == "gpu" && impl_spec != "cuda-inprocess")) {
+    } else if (via_abi) {
       const auto colon = impl_spec.find(':');
       const std::string path = impl_spec.substr(colon + 1);
       require(std::filesystem::is_regular_file(path), "--impl: plugin file '", path,
               "' does not exist");
-      auto channel = impl_spec.rfind("inprocess:", 0) == 0 ? make_local_channel(load_plugin(path))
-                                                           : make_worker_channel(path);
+      auto channel = impl_spec.rfind("inprocess:", 0) == 0
+                         ? make_local_channel(load_plugin(path))
+                         : make_worker_channel(path, load_timeout);
       const macv_caps caps = channel->caps();
       gpu = caps.device == MACV_DEVICE_CUDA;
       meta.impl_sha256 = sha256_file(path);
@@ -566,6 +608,7 @@ int main(int argc, char** argv) {
       meta.abi_version = MACV_ABI_VERSION;
       opt.tol = abi::tolerances(caps);
       opt.expected_storage = abi::expected_storage(caps);
+      opt.grading = abi::grading(caps);
       impl = make_abi_impl(std::move(channel), caps.name,
                            gpu ? cuda::device_description() : std::string("cpu"), case_timeout);
     } else {
@@ -584,9 +627,11 @@ int main(int argc, char** argv) {
     cases = shard_slice(cases, shard_k, shard_n, !cpu_cost);
     meta.nonce = nonce;
     meta.nonce_source = nonce_source;
+    meta.trials = trials;
+    meta.grading = grading_text(opt.grading);
     // The build's commit is what the report certifies; MAC_VERIFY_COMMIT (for a build tree
     // without .git, e.g. a copied working tree) is recorded beside it as a declaration only.
-    meta.git_commit = msg(MAC_GIT_COMMIT, " (", MAC_VERIFY_GIT_TREE, " at configure time)");
+    meta.git_commit = driver_commit();
     if (const char* declared = std::getenv("MAC_VERIFY_COMMIT")) meta.declared_commit = declared;
     meta.device = impl->device();
     meta.mode = mode;
@@ -614,6 +659,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> replays;
     for (const auto& c : cases) {
       CaseResult res;
+      uint64_t case_nonce = nonce;
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (time_limit > 0 && elapsed > time_limit) {
@@ -630,14 +676,17 @@ int main(int argc, char** argv) {
         res.message =
             msg("estimated reference cost ", c.cost_reference(), " above --max-cost ", max_cost);
       } else {
-        res = run_case(c, *impl, opt);
+        res = run_trials(c, *impl, opt, trials, &case_nonce);
       }
       if (res.status == CaseStatus::kFail || res.status == CaseStatus::kError) {
         const std::string path = fail_dir + msg("/mac-verify-case", c.id, ".h5");
         bool written = false;
+        // The failing trial's nonce: its replay draws the same inputs.
+        ReportMeta case_meta = meta;
+        case_meta.nonce = case_nonce;
         if (static_cast<int>(replays.size()) < max_repro) {
           try {
-            write_failure_file(path, res, meta, size_t(64) << 20);
+            write_failure_file(path, res, case_meta, size_t(64) << 20);
             written = true;
           } catch (const std::exception& ex) {
             std::fprintf(stderr, "could not write %s: %s\n", path.c_str(), ex.what());
@@ -646,9 +695,9 @@ int main(int argc, char** argv) {
         const std::string base =
             mode == "file" ? msg("mac-verify --grade ", grade_dir)
             : user_plugin
-                ? msg("mac-verify --impl ", impl_spec, " --nonce ", nonce_text(nonce))
+                ? msg("mac-verify --impl ", impl_spec, " --nonce ", nonce_text(case_nonce))
                 : msg("mac-verify --mode ", mode, mode == "model" ? " --fault " + fault : "",
-                      nonce ? " --nonce " + nonce_text(nonce) : std::string());
+                      case_nonce ? " --nonce " + nonce_text(case_nonce) : std::string());
         const std::string cmd =
             msg(base, " --case ", c.id,
                 written ? msg("   (or: ", base, " --replay ", path, ")") : std::string());
@@ -656,6 +705,7 @@ int main(int argc, char** argv) {
                     c.describe().c_str(), res.message.c_str(), cmd.c_str());
         std::fflush(stdout);
         replays.push_back(cmd);
+        res.replay = cmd;
       }
       res.steps.clear();
       report.cases.push_back(std::move(res));

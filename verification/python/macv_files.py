@@ -31,10 +31,23 @@ import os
 import h5py
 import numpy as np
 
-EXPORT_SCHEMA = "mac-verify-export"
-INPUTS_SCHEMA = "mac-verify-inputs"
-OUTPUTS_SCHEMA = "mac-verify-outputs"
-VERSION = 1
+# The file protocol's names, as reference/include/mac/io/schema.hpp defines them for the driver
+# (mac::io::schema::verify and its namespace files): keep the two in step.
+EXPORT_SCHEMA = "mac-verify-export"  # kExportName
+INPUTS_SCHEMA = "mac-verify-inputs"  # kInputsName
+OUTPUTS_SCHEMA = "mac-verify-outputs"  # kOutputsName
+VERSION = 1  # kFilesVersion
+MANIFEST = "export.h5"  # files::kManifest
+INPUTS_DIR = "inputs"  # files::kInputsDir
+OUTPUTS_DIR = "outputs"  # files::kOutputsDir
+# Input attributes read as int64 (files::kHeadDim ... kWritesRing) and as float64.
+INT_ATTRS = ("head_dim", "num_q_heads", "num_kv_heads", "batch", "page_size", "num_pages",
+             "max_pages_per_request", "ring", "tail", "sinks", "gen_min", "max_context",
+             "lse_base2", "reports_keys_read", "writes_ring")
+FLOAT_ATTRS = ("tau", "threshold", "softmax_scale")
+RING = ("ring_q", "ring_o", "ring_lse", "ring_pos")  # files::kRingQ ... kRingPos
+# macv_caps.decisions (plugin_abi.h enum macv_decisions), attribute files::kDecisions.
+DECISIONS_REPORTED, DECISIONS_UNREPORTED, DECISIONS_EXACT = 0, 1, 2
 
 BF16_NAN = np.uint16(0x7FC0)
 HIT_POISON = 0xA5
@@ -66,9 +79,9 @@ class Export:
 
     def __init__(self, directory):
         self.directory = directory
-        with h5py.File(os.path.join(directory, "export.h5"), "r") as f:
+        with h5py.File(os.path.join(directory, MANIFEST), "r") as f:
             if _text(f.attrs["schema"]) != EXPORT_SCHEMA or int(f.attrs["version"]) != VERSION:
-                raise ValueError(f"{directory}/export.h5 is not a {EXPORT_SCHEMA} v{VERSION}")
+                raise ValueError(f"{directory}/{MANIFEST} is not a {EXPORT_SCHEMA} v{VERSION}")
             self.nonce = _text(f.attrs["nonce"])
             self.caps_text = _text(f.attrs["caps"])
             ids = f["case_id"][()]
@@ -76,10 +89,10 @@ class Export:
             reasons = [_text(r) for r in f["reason"][()]]
         self.case_ids = [int(i) for i, a in zip(ids, applicable) if a]
         self.not_applicable = {int(i): r for i, a, r in zip(ids, applicable, reasons) if not a}
-        self.outputs_dir = os.path.join(directory, "outputs")
+        self.outputs_dir = os.path.join(directory, OUTPUTS_DIR)
 
     def case(self, case_id):
-        return Case(os.path.join(self.directory, "inputs", f"case-{case_id:05d}.h5"))
+        return Case(os.path.join(self.directory, INPUTS_DIR, f"case-{case_id:05d}.h5"))
 
     def cases(self):
         for i in self.case_ids:
@@ -89,8 +102,10 @@ class Export:
 class Step:
     """One decode step's tensors (numpy arrays or torch tensors). Inputs: s, position [B],
     ready [B], q, q_tilde [B, Hq, D], k_cache, v_cache, page_table. In/out: ring_q, ring_o
-    [B, Hq, M, D], ring_lse, ring_pos [B, Hq, M]. Outputs: o [B, Hq, D], lse, hit, match_pos,
-    keys_read [B, Hq]. Plain attributes: assign new tensors or write into these in place."""
+    [B, Hq, M, D], ring_lse, ring_pos [B, Hq, M] (None for a plain decode kernel, decisions =
+    DECISIONS_EXACT). Outputs: o [B, Hq, D], lse, keys_read [B, Hq], and hit, match_pos [B, Hq]
+    (None unless decisions = DECISIONS_REPORTED). Plain attributes: assign new tensors or write
+    into these in place."""
 
 
 class Case:
@@ -107,12 +122,12 @@ class Case:
             self.family = _text(a["family"])
             self.nonce = _text(a["nonce"])
             self.num_steps = int(a["steps"])
-            for k in ("head_dim", "num_q_heads", "num_kv_heads", "batch", "page_size",
-                      "num_pages", "max_pages_per_request", "ring", "tail", "sinks", "gen_min",
-                      "max_context", "lse_base2", "reports_keys_read", "writes_ring"):
+            for k in INT_ATTRS:
                 setattr(self, k, int(a[k]))
-            for k in ("tau", "threshold", "softmax_scale"):
+            for k in FLOAT_ATTRS:
                 setattr(self, k, float(a[k]))
+            # An export made before the decisions capability: decisions reported.
+            self.decisions = int(a["decisions"]) if "decisions" in a else DECISIONS_REPORTED
             self.threshold = np.float32(self.threshold)  # thr in FP32: hit iff d2 < thr
             self.kv_layout = _text(a["kv_layout"])
             self.out_dtype = _text(a["out_dtype"])
@@ -134,18 +149,23 @@ class Case:
                 idx = self._token(b, t)
                 k_work[idx] = np.nan
                 v_work[idx] = np.nan
-        ring_o = x["ring_o"] if self.ring_o_dtype == "f32" else bf16_to_f32(x["ring_o"])
+        ring = self.decisions != DECISIONS_EXACT  # a plain decode kernel has none
+        decisions = self.decisions == DECISIONS_REPORTED
         st = Step()
         st.k_cache = conv.bf16(k_work)
         st.v_cache = conv.bf16(v_work)
         st.page_table = conv.plain(x["page_table"])
         st.ready = conv.plain(x["ready"])
-        st.ring_q = conv.bf16(bf16_to_f32(x["ring_q"]))
-        st.ring_o = conv.value(ring_o, self.ring_o_dtype)
-        st.ring_lse = conv.plain(x["ring_lse"].astype(np.float32))
-        st.ring_pos = conv.plain(x["ring_pos"].astype(np.int64))
-        rec = {k: [] for k in ("o", "lse", "hit", "match_pos", "keys_read", "slot_q", "slot_o",
-                               "slot_lse", "slot_pos")}
+        st.ring_q = st.ring_o = st.ring_lse = st.ring_pos = st.hit = st.match_pos = None
+        if ring:
+            ring_o = x["ring_o"] if self.ring_o_dtype == "f32" else bf16_to_f32(x["ring_o"])
+            st.ring_q = conv.bf16(bf16_to_f32(x["ring_q"]))
+            st.ring_o = conv.value(ring_o, self.ring_o_dtype)
+            st.ring_lse = conv.plain(x["ring_lse"].astype(np.float32))
+            st.ring_pos = conv.plain(x["ring_pos"].astype(np.int64))
+        names = ["o", "lse", "keys_read"] + (["hit", "match_pos"] if decisions else []) + (
+            ["slot_q", "slot_o", "slot_lse", "slot_pos"] if ring else [])
+        rec = {k: [] for k in names}
         self._records = None
         for s in range(S):
             pos = x["position"][s]
@@ -159,8 +179,9 @@ class Case:
             st.q_tilde = conv.bf16(bf16_to_f32(x["q_tilde"][s]))
             st.o = conv.value(np.full((B, Hq, D), np.nan, np.float32), self.out_dtype)
             st.lse = conv.plain(np.full((B, Hq), np.nan, np.float32))
-            st.hit = conv.plain(np.full((B, Hq), HIT_POISON, np.uint8))
-            st.match_pos = conv.plain(np.full((B, Hq), INT_POISON, np.int64))
+            if decisions:
+                st.hit = conv.plain(np.full((B, Hq), HIT_POISON, np.uint8))
+                st.match_pos = conv.plain(np.full((B, Hq), INT_POISON, np.int64))
             st.keys_read = conv.plain(np.full((B, Hq), INT_POISON, np.int64))
             inputs = ("q", "q_tilde", "k_cache", "v_cache", "page_table", "position", "ready")
             before = {k: conv.clone(getattr(st, k)) for k in inputs} if check_inputs else {}
@@ -170,9 +191,12 @@ class Case:
                     raise InputChanged(f"case {self.id} step {s}: the kernel changed input {k}")
             rec["o"].append(conv.to_f32(st.o))
             rec["lse"].append(conv.to_f32(st.lse))
-            rec["hit"].append(conv.numpy(st.hit).astype(np.uint8))
-            rec["match_pos"].append(conv.numpy(st.match_pos).astype(np.int64))
             rec["keys_read"].append(conv.numpy(st.keys_read).astype(np.int64))
+            if decisions:
+                rec["hit"].append(conv.numpy(st.hit).astype(np.uint8))
+                rec["match_pos"].append(conv.numpy(st.match_pos).astype(np.int64))
+            if not ring:
+                continue
             slots = pos % M  # slot m mod M of every request, as the kernel left it
             rq, ro = conv.to_bf16_bits(st.ring_q), conv.to_f32(st.ring_o)
             rl, rp = conv.to_f32(st.ring_lse), conv.numpy(st.ring_pos).astype(np.int64)
@@ -181,9 +205,10 @@ class Case:
             rec["slot_lse"].append(np.stack([rl[b, :, slots[b]] for b in range(B)]))
             rec["slot_pos"].append(np.stack([rp[b, :, slots[b]] for b in range(B)]))
         rec = {k: np.stack(v) for k, v in rec.items()}
-        rec["ring_q"], rec["ring_o"] = conv.to_bf16_bits(st.ring_q), conv.to_f32(st.ring_o)
-        rec["ring_lse"] = conv.to_f32(st.ring_lse)
-        rec["ring_pos"] = conv.numpy(st.ring_pos).astype(np.int64)
+        if ring:
+            rec["ring_q"], rec["ring_o"] = conv.to_bf16_bits(st.ring_q), conv.to_f32(st.ring_o)
+            rec["ring_lse"] = conv.to_f32(st.ring_lse)
+            rec["ring_pos"] = conv.numpy(st.ring_pos).astype(np.int64)
         self._records = rec
 
     def _token(self, b, t):

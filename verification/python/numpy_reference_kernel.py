@@ -4,7 +4,9 @@
 The file protocol's worked example and its CTest: attention in float64, the canonical FP32
 match of semantics §3.1 (fmaf lanes and xor butterfly, emulated exactly), FP32 output and ring.
 Export with caps declaring `out_dtype = f32`, `ring_o_dtype = f32`, `reports_keys_read = 1`,
-`tight_tolerances = 1` (tests/verification/file_protocol.sh does).
+`tight_tolerances = 1` (tests/verification/file_protocol.sh does). An export whose caps declare
+`decisions = 2` (with `writes_ring = 0`) runs it as a plain decode kernel instead: exact
+attention attn(q_m, [0, m]) per step, no ring, no decisions.
 
 Usage: numpy_reference_kernel.py EXPORT_DIR [OUTPUTS_DIR]
 """
@@ -72,6 +74,8 @@ def step(case, st):
     """One decode step of every request and head, written into st (macv_files.Step)."""
     M, r, F, G = case.ring, case.tail, case.sinks, case.num_q_heads // case.num_kv_heads
     E = lambda p: max(0, p + 1 - r)  # noqa: E731
+    # A plain decode kernel (decisions = 2); a caller's own case object may not say (MAC).
+    plain = getattr(case, "decisions", macv_files.DECISIONS_REPORTED) == macv_files.DECISIONS_EXACT
     for b in range(case.batch):
         m, ready = int(st.position[b]), bool(st.ready[b])
         pages = st.page_table[b, np.arange(m + 1) // case.page_size]
@@ -86,6 +90,10 @@ def step(case, st):
         eligible = m >= case.gen_min and ready and m >= 1
         for h in range(case.num_q_heads):
             k, v, q = K[:, h // G], V[:, h // G], st.q[b, h].astype(np.float64)
+            if plain:
+                st.o[b, h], st.lse[b, h] = attend(q, k, v, case.softmax_scale)
+                st.keys_read[b, h] = m + 1
+                continue
             best, hit, prefix = -1, False, (np.zeros(case.head_dim), -np.inf)
             if eligible:
                 cand = np.arange(max(0, m - M), m)
@@ -110,8 +118,9 @@ def step(case, st):
                         attend(q, k[Em:m + 1], v[Em:m + 1], case.softmax_scale))
             st.o[b, h] = out[0]
             st.lse[b, h] = out[1]
-            st.hit[b, h] = 1 if hit else 0
-            st.match_pos[b, h] = best if hit else -1
+            if st.hit is not None:  # decisions reported
+                st.hit[b, h] = 1 if hit else 0
+                st.match_pos[b, h] = best if hit else -1
             st.keys_read[b, h] = (Em - first) + Fem + (m + 1 - Em)
 
 

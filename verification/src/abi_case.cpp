@@ -5,6 +5,8 @@
 #include "mac/ref/bf16.hpp"
 #include "mac/semantics.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -154,13 +156,27 @@ std::string validate_caps(const macv_caps& c) {
     return msg("num_variants = ", c.num_variants, " outside 0..4");
   if ((c.kv_layouts & (MACV_KV_NHD | MACV_KV_HND)) == 0)
     return msg("kv_layouts = ", c.kv_layouts, " names neither MACV_KV_NHD nor MACV_KV_HND");
-  if ((c.ring_layouts & (MACV_RING_HEAD_MAJOR | MACV_RING_SLOT_MAJOR)) == 0)
+  if (c.decisions < MACV_DECISIONS_REPORTED || c.decisions > MACV_DECISIONS_EXACT)
+    return msg("decisions = ", c.decisions,
+               " is not MACV_DECISIONS_REPORTED (0), _UNREPORTED (1) or _EXACT (2)");
+  // A plain decode kernel has no ring: nothing it could write, prefill or cap.
+  const bool plain = c.decisions == MACV_DECISIONS_EXACT;
+  if (plain) {
+    for (const auto& [value, name] : {std::pair<int32_t, const char*>{c.writes_ring, "writes_ring"},
+                                      {c.prefills, "prefills"},
+                                      {c.full_attention, "full_attention"},
+                                      {c.policies, "policies"}})
+      if (value != 0)
+        return msg("decisions = 2 (a plain decode kernel, no ring) with ", name, " = ", value,
+                   " (must be 0)");
+  } else if ((c.ring_layouts & (MACV_RING_HEAD_MAJOR | MACV_RING_SLOT_MAJOR)) == 0) {
     return msg("ring_layouts = ", c.ring_layouts,
                " names neither MACV_RING_HEAD_MAJOR nor MACV_RING_SLOT_MAJOR");
+  }
   for (int d : {c.out_dtype, c.ring_o_dtype})
     if (d != MACV_F32 && d != MACV_BF16)
       return msg("out_dtype/ring_o_dtype = ", d, " is neither MACV_F32 (0) nor MACV_BF16 (1)");
-  if (c.tight_tolerances && (c.out_dtype != MACV_F32 || c.ring_o_dtype != MACV_F32))
+  if (c.tight_tolerances && (c.out_dtype != MACV_F32 || (!plain && c.ring_o_dtype != MACV_F32)))
     return "tight_tolerances needs out_dtype and ring_o_dtype MACV_F32 (BF16 rounding alone "
            "exceeds the FP32 limits)";
   if (c.name[0] == 0) return "name is empty";
@@ -177,6 +193,14 @@ std::string not_applicable(const macv_caps& c, const CaseSpec& s) {
   if (!contains(c.page_sizes, c.num_page_sizes, s.ps))
     return msg("page size ", s.ps, " not among the declared ",
                list_text(c.page_sizes, c.num_page_sizes));
+  // A plain decode kernel's exact attention does not depend on the MAC parameters.
+  if (c.decisions == MACV_DECISIONS_EXACT) {
+    if (c.max_context > 0 && s.max_kv_len() > c.max_context)
+      return msg("kv_len ", s.max_kv_len(), " above the declared max_context ", c.max_context);
+    if (c.max_batch > 0 && s.batch > c.max_batch)
+      return msg("batch ", s.batch, " above the declared max_batch ", c.max_batch);
+    return {};
+  }
   if (s.F > 0 && !c.sinks) return msg("sinks F = ", s.F, " but no sinks declared");
   if (c.max_context > 0 && s.max_kv_len() > c.max_context)
     return msg("kv_len ", s.max_kv_len(), " above the declared max_context ", c.max_context);
@@ -212,6 +236,7 @@ Choices choose(const macv_caps& c, const CaseSpec& s) {
   ch.reports_keys_read = c.reports_keys_read != 0;
   ch.writes_ring = c.writes_ring != 0;
   ch.ring_depth = (c.policies & MACV_POLICY_DEPTH_CAP) != 0;
+  ch.decisions = c.decisions;
   ch.variant = 0;
   if (c.num_variants > 1) {
     ch.variant = s.id % c.num_variants;
@@ -228,6 +253,14 @@ Tolerances tolerances(const macv_caps& c) {
 
 StateStorage expected_storage(const macv_caps& c) {
   return c.ring_o_dtype == MACV_BF16 ? StateStorage::kProduction : StateStorage::kFull;
+}
+
+Grading grading(const macv_caps& c) {
+  switch (c.decisions) {
+    case MACV_DECISIONS_UNREPORTED: return Grading::kMacValues;
+    case MACV_DECISIONS_EXACT: return Grading::kExact;
+  }
+  return Grading::kMac;
 }
 
 namespace {
@@ -268,6 +301,7 @@ const std::vector<Key>& keys() {
       {"checks", Kind::kInt, MACV_OFF(checks)},
       {"tight_tolerances", Kind::kInt, MACV_OFF(tight_tolerances)},
       {"policies", Kind::kInt, MACV_OFF(policies)},
+      {"decisions", Kind::kInt, MACV_OFF(decisions)},
       {"variants", Kind::kVariants, MACV_OFF(variants), MACV_OFF(num_variants), 4}};
 #undef MACV_OFF
   return k;
@@ -503,6 +537,19 @@ void AbiCase::add_tensor(int t, int dtype, std::vector<int64_t> shape,
 AbiCase::AbiCase(const CaseInputs& in, const Choices& ch) : in_(in), ch_(ch) {
   const auto& c = in.spec;
   const int64_t B = c.batch, Hq = c.Hq(), Hkv = c.Hkv, D = c.D, M = c.M, ps = c.ps;
+  if (ch.has_ring()) {
+    // The ABI's ring has M slots per head whatever positions the case reaches (a plugin
+    // indexes slot p mod M), so a matrix line with M far beyond its context asks for a ring
+    // of that size: refused here with its size (in FP64: the product can exceed int64).
+    const double ring_bytes = static_cast<double>(B) * static_cast<double>(Hq) *
+                              static_cast<double>(M) *
+                              (static_cast<double>(D) * (2.0 + 4.0) + 4 + 8 + 4);
+    const double memory =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    require(ring_bytes <= memory, "case ", c.id, ": the plugin ABI's ring of M = ", M,
+            " slots per head needs ", ring_bytes, " bytes, more than this machine's memory (",
+            memory, " bytes); the CPU modes keep min(M, positions) slots and run it");
+  }
   // Pages: request b needs ceil(T_b / ps) for its T_b = P_b + steps tokens; all requests'
   // pages are one pool, handed out in a seeded random order.
   std::vector<int64_t> need(static_cast<size_t>(B));
@@ -565,20 +612,24 @@ AbiCase::AbiCase(const CaseInputs& in, const Choices& ch) : in_(in), ch_(ch) {
   add_tensor(kPageTable, MACV_I32, {B, max_pages}, {max_pages, 1});
   add_tensor(kPosition, MACV_I64, {B}, {1});
   add_tensor(kReady, MACV_U8, {B}, {1});
-  const bool head_major = ch.ring_layout == MACV_RING_HEAD_MAJOR;
-  const std::vector<int64_t> rv = head_major ? std::vector<int64_t>{Hq * M * D, M * D, D, 1}
-                                             : std::vector<int64_t>{M * Hq * D, D, Hq * D, 1};
-  const std::vector<int64_t> rs1 =
-      head_major ? std::vector<int64_t>{Hq * M, M, 1} : std::vector<int64_t>{M * Hq, 1, Hq};
-  add_tensor(kRingQ, MACV_BF16, {B, Hq, M, D}, rv);
-  add_tensor(kRingO, ch.ring_o_dtype, {B, Hq, M, D}, rv);
-  add_tensor(kRingLse, MACV_F32, {B, Hq, M}, rs1);
-  add_tensor(kRingPos, MACV_I64, {B, Hq, M}, rs1);
-  if (ch.ring_depth) add_tensor(kRingDepth, MACV_I32, {B, Hq, M}, rs1);
+  if (ch.has_ring()) {
+    const bool head_major = ch.ring_layout == MACV_RING_HEAD_MAJOR;
+    const std::vector<int64_t> rv = head_major ? std::vector<int64_t>{Hq * M * D, M * D, D, 1}
+                                               : std::vector<int64_t>{M * Hq * D, D, Hq * D, 1};
+    const std::vector<int64_t> rs1 =
+        head_major ? std::vector<int64_t>{Hq * M, M, 1} : std::vector<int64_t>{M * Hq, 1, Hq};
+    add_tensor(kRingQ, MACV_BF16, {B, Hq, M, D}, rv);
+    add_tensor(kRingO, ch.ring_o_dtype, {B, Hq, M, D}, rv);
+    add_tensor(kRingLse, MACV_F32, {B, Hq, M}, rs1);
+    add_tensor(kRingPos, MACV_I64, {B, Hq, M}, rs1);
+    if (ch.ring_depth) add_tensor(kRingDepth, MACV_I32, {B, Hq, M}, rs1);
+  }
   add_tensor(kOut, ch.out_dtype, {B, Hq, D}, {rs, hs, 1});
   add_tensor(kLse, MACV_F32, {B, Hq}, {lrs, 1});
-  add_tensor(kHit, MACV_U8, {B, Hq}, {Hq, 1});
-  add_tensor(kMatchPos, MACV_I64, {B, Hq}, {Hq, 1});
+  if (ch.decisions == MACV_DECISIONS_REPORTED) {
+    add_tensor(kHit, MACV_U8, {B, Hq}, {Hq, 1});
+    add_tensor(kMatchPos, MACV_I64, {B, Hq}, {Hq, 1});
+  }
   if (ch.reports_keys_read) add_tensor(kKeysRead, MACV_I64, {B, Hq}, {Hq, 1});
   if (ch.full_attention) {
     add_tensor(kFullOut, ch.out_dtype, {B, Hq, D}, {rs, hs, 1});
@@ -712,7 +763,7 @@ void AbiCase::begin(bool build_ring) {
               ref::bf16_bits(rq.layer.q_pre[static_cast<size_t>((first + j) * HD + e)]);
         }
     }
-  } else if (build_ring) {
+  } else if (build_ring && ch_.has_ring()) {
     host_prefill();
   }
   dirty_.assign(1, Range{0, layout_.arena_bytes});
@@ -816,14 +867,17 @@ std::string AbiCase::after_step(int64_t s, StepOutput* out) {
     for (int h = 0; h < Hq; ++h) {
       auto& ho = (*out)[static_cast<size_t>(b)][static_cast<size_t>(h)];
       const std::string where = msg("request ", b, " head ", h, ": ");
-      const int64_t oh = b * hd.strides[0] + h;
-      const uint8_t hit = data<uint8_t>(kHit)[oh];
-      if (hit > 1) note(where + msg("hit = ", int(hit), " (not written: neither 0 nor 1)"));
-      ho.hit = hit == 1;
-      const int64_t mp = data<int64_t>(kMatchPos)[oh];
-      if (!ho.hit && hit == 0 && mp != -1)
-        note(where + msg("match_pos = ", mp, " on a miss (must be -1)"));
-      ho.match_pos = ho.hit ? mp : -1;
+      const int64_t oh = b * Hq + h;  // hit, match_pos, keys_read: packed [B, Hq]
+      ho.decision_reported = hd.present != 0;
+      if (ho.decision_reported) {
+        const uint8_t hit = data<uint8_t>(kHit)[oh];
+        if (hit > 1) note(where + msg("hit = ", int(hit), " (not written: neither 0 nor 1)"));
+        ho.hit = hit == 1;
+        const int64_t mp = data<int64_t>(kMatchPos)[oh];
+        if (!ho.hit && hit == 0 && mp != -1)
+          note(where + msg("match_pos = ", mp, " on a miss (must be -1)"));
+        ho.match_pos = ho.hit ? mp : -1;
+      }
       if (ch_.reports_keys_read) {
         ho.keys_read = data<int64_t>(kKeysRead)[oh];
         if (ho.keys_read < 0) note(where + msg("keys_read = ", ho.keys_read, " (not written)"));

@@ -1,5 +1,7 @@
 #include "mac/verify/case.hpp"
 
+#include "mac/semantics.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -63,8 +65,15 @@ double CaseSpec::cost_expected() const {
 
 void CaseSpec::validate() const {
   const std::string w = msg("case ", id, ": ");
-  require(D == 64 || D == 128 || D == 256, w, "D = ", D, " is not 64, 128 or 256");
-  require(G >= 1 && G <= 16, w, "G = ", G, " outside 1..16");
+  require(
+      supported_head_dim(D), w, "D = ", D, " is not a supported head dim (",
+      [] {
+        std::string s;
+        for (int d : kHeadDims) s += (s.empty() ? "" : ", ") + std::to_string(d);
+        return s;
+      }(),
+      ")");
+  require(G >= 1 && G <= kMaxGroup, w, "G = ", G, " outside 1..", kMaxGroup);
   require(Hkv >= 1, w, "Hkv = ", Hkv, " must be >= 1");
   require(batch >= 1 && batch <= 256, w, "batch = ", batch, " outside 1..256");
   require(ctx >= 2, w, "ctx = ", ctx, " must be >= 2");
@@ -182,9 +191,9 @@ CaseSpec parse_case(const std::string& line) {
     require(!p.second.empty() && *end == 0, "matrix column seed = '", p.second,
             "' is not an integer");
   }
-  c.D = static_cast<int>(I(1, 256));
-  c.G = static_cast<int>(I(1, 16));
-  c.Hkv = static_cast<int>(I(1, kMaxHeads / 16));
+  c.D = static_cast<int>(I(1, *std::max_element(std::begin(kHeadDims), std::end(kHeadDims))));
+  c.G = static_cast<int>(I(1, kMaxGroup));
+  c.Hkv = static_cast<int>(I(1, kMaxHeads / kMaxGroup));
   c.batch = static_cast<int>(I(1, 256));
   c.ctx = I(2, kMaxTokens);
   c.dctx = I(0, kMaxTokens);

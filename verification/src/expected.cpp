@@ -15,12 +15,16 @@ Expected::Expected(const CaseInputs& in, StateStorage storage) : in_(in), storag
   const int64_t M = in.params.ring;
   const int Hq = in.spec.Hq();
   rings_.resize(in.requests.size());
+  slots_.resize(in.requests.size());
   for (size_t i = 0; i < in.requests.size(); ++i) {
-    auto& ring = rings_[i];
-    ring.resize(static_cast<size_t>(Hq * M));
-    const int64_t P = in.requests[i].prompt;
+    // min(M, T) slots, as the oracle and the stepper keep: request i only ever holds positions
+    // p < T = P + steps, and for those slot p mod min(M, T) is slot p mod M (M ≥ T never
+    // wraps). A case may declare any M up to kMaxTokens without a ring of that size.
+    const int64_t P = in.requests[i].prompt, T = P + in.spec.steps;
+    slots_[i] = std::min(M, T);
+    rings_[i].resize(static_cast<size_t>(Hq * slots_[i]));
     for (int64_t p = P - M > 0 ? P - M : 0; p < P; ++p)
-      for (int h = 0; h < Hq; ++h) ring[static_cast<size_t>(h * M + p % M)].pos = p;
+      for (int h = 0; h < Hq; ++h) slot(static_cast<int>(i), h, p).pos = p;
   }
 }
 
@@ -60,8 +64,7 @@ void Expected::match_head(int i, int h, int64_t m, ExpectedHead* out) const {
   const int D = in_.spec.D;
   const int64_t M = par.ring, r = par.tail, F = par.sinks;
   const float thr = match_threshold(D, par.tau);
-  const auto& ring = rings_[static_cast<size_t>(i)];
-  auto slot = [&](int64_t p) -> const Slot& { return ring[static_cast<size_t>(h * M + p % M)]; };
+  auto slot = [&](int64_t p) -> const Slot& { return this->slot(i, h, p); };
   auto& e = *out;
   e.position = m;
   e.d2 = std::numeric_limits<float>::quiet_NaN();
@@ -121,10 +124,8 @@ std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
   const auto& L = rq.layer;
   const auto& par = in_.params;
   const int Hq = in_.spec.Hq(), G = in_.spec.G, D = in_.spec.D;
-  const int64_t M = par.ring, r = par.tail, F = par.sinks;
-  const int64_t Em = prefix_end(m, r), Fem = sink_end(F, Em);
-  auto& ring = rings_[static_cast<size_t>(i)];
-  auto slot = [&](int h, int64_t p) -> Slot& { return ring[static_cast<size_t>(h * M + p % M)]; };
+  const int64_t r = par.tail, F = par.sinks;
+  auto slot = [&](int h, int64_t p) -> Slot& { return this->slot(i, h, p); };
 
   std::vector<ExpectedHead> heads(static_cast<size_t>(Hq));
   std::vector<oracle::SegmentQuery> queries;
@@ -138,13 +139,14 @@ std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
     oracle::SegmentQuery sq;
     sq.kv_head = h / G;
     sq.q = L.q_post_at(m, h);
-    if (e.hit) {
-      sq.cuts = {0, Fem, prefix_end(e.match_pos, r), Em, m + 1};
-      e.keys_read = (Em - prefix_end(e.match_pos, r)) + Fem + (m + 1 - Em);
-    } else {
-      sq.cuts = {0, Fem, Em, m + 1};
-      e.keys_read = m + 1;
-    }
+    // Sinks [0, Fe(E(m))), on a hit the part of the prefix the ring holds [Fe(E(m)), E(p)),
+    // band [E(p) or Fe(E(m)), E(m)), tail [E(m), m]: the ranges of mac::step_ranges.
+    const auto k = step_ranges(m, e.hit ? e.match_pos : -1, r, F);
+    if (e.hit)
+      sq.cuts = {0, k.sink_end, k.band_begin, k.band_end, k.kv_len};
+    else
+      sq.cuts = {0, k.sink_end, k.band_end, k.kv_len};
+    e.keys_read = k.keys_read();
     queries.push_back(std::move(sq));
   }
   for (int h = 0; h < Hq; ++h) {

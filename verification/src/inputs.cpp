@@ -80,6 +80,15 @@ CaseSpec with_nonce(const CaseSpec& spec, uint64_t nonce) {
   return c;
 }
 
+uint64_t trial_nonce(uint64_t run_nonce, int trial) {
+  if (trial == 0) return run_nonce;
+  // A stream of its own (the constant spells "trial"), so trial nonces never coincide with a
+  // seed mixed by with_nonce.
+  const uint64_t n =
+      splitmix64(run_nonce ^ splitmix64(0x747269616cull + static_cast<uint64_t>(trial)));
+  return n == 0 ? 1 : n;
+}
+
 double uniform01(uint64_t seed, uint64_t s, uint64_t index) {
   return static_cast<double>(hash3(seed, s, index) >> 11) * 0x1.0p-53;
 }

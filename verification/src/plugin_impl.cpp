@@ -27,7 +27,8 @@ std::string signal_text(int sig) {
 /*! A worker process running one plugin, and the shared memory of the current case. */
 class WorkerChannel final : public Channel {
  public:
-  WorkerChannel(std::string path, std::string exe) : path_(std::move(path)), exe_(std::move(exe)) {
+  WorkerChannel(std::string path, std::string exe, double load_timeout)
+      : path_(std::move(path)), exe_(std::move(exe)), load_timeout_(load_timeout) {
     log_ = memfd_create("mac-verify-worker-log", MFD_CLOEXEC);
     require(log_ >= 0, "memfd_create failed: ", std::strerror(errno));
     // Appends from the worker's stdout and stderr; truncated at each case.
@@ -58,17 +59,17 @@ class WorkerChannel final : public Channel {
     return map_;
   }
 
-  void set_case_timeout(double s) override {
-    timeout_ = s;
-    deadline_ = s > 0 ? now_s() + s : 0;
-  }
+  void set_case_timeout(double s) override { timeout_ = s; }
 
   Reply begin_case(const abi::CaseLayout& lay) override {
+    // A worker killed by the last case (error, crash, timeout) is restarted first; its load
+    // runs under the load timeout, and the case's own time starts after it.
     if (pid_ <= 0)
       if (Reply r = start(); !r.ok()) return r;
     if (ftruncate(log_, 0) != 0) {
       // Not fatal: the log then also holds earlier cases' output.
     }
+    limit(timeout_, "--case-timeout");
     return request(kBegin, std::string(reinterpret_cast<const char*>(&lay), sizeof lay), mem_,
                    "macv_create");
   }
@@ -113,13 +114,23 @@ class WorkerChannel final : public Channel {
     sock_ = sv[0];
     pid_ = pid;
     std::string caps;
-    deadline_ = 0;
-    const Reply r = request(kHello, path_, -1, "loading the plugin", &caps);
+    // dlopen, macv_abi_version and macv_query: a plugin that hangs in them (a static
+    // initialiser waiting on a device, a query that never returns) is killed like a case.
+    limit(load_timeout_, "--load-timeout");
+    const Reply r = request(kHello, path_, -1, "loading the plugin (dlopen, macv_query)", &caps);
     if (r.ok()) {
       if (caps.size() != sizeof caps_) return {Reply::kError, "malformed capabilities"};
       std::memcpy(&caps_, caps.data(), sizeof caps_);
     }
     return r;
+  }
+
+  /*! Every request from now on must be answered within `seconds` (0: no limit) of now; the
+   *  timeout message names `flag`. */
+  void limit(double seconds, const char* flag) {
+    limit_s_ = seconds;
+    limit_flag_ = flag;
+    deadline_ = seconds > 0 ? now_s() + seconds : 0;
   }
 
   /*! Kills the worker (if running) and reaps it; returns how it ended. */
@@ -174,8 +185,8 @@ class WorkerChannel final : public Channel {
     if (got == -1) {
       const std::string tail = log_tail();
       stop();
-      return {Reply::kError, msg("timed out after ", timeout_, " s (--case-timeout) during ", what,
-                                 "; the worker was killed", tail)};
+      return {Reply::kError, msg("timed out after ", limit_s_, " s (", limit_flag_, ") during ",
+                                 what, "; the worker was killed", tail)};
     }
     const std::string tail = log_tail();
     const std::string how = stop(false);
@@ -196,7 +207,10 @@ class WorkerChannel final : public Channel {
   int sock_ = -1, log_ = -1, mem_ = -1;
   uint8_t* map_ = nullptr;
   size_t map_bytes_ = 0;
-  double timeout_ = 0, deadline_ = 0;
+  double load_timeout_ = 0;  //!< the hello exchange of every (re)start
+  double timeout_ = 0;       //!< each case, from macv_create to macv_destroy
+  double limit_s_ = 0, deadline_ = 0;
+  const char* limit_flag_ = "";
 };
 
 /*! An implementation under test reached through a channel, one case at a time. */
@@ -262,9 +276,9 @@ class AbiImpl final : public Implementation {
 
 }  // namespace
 
-std::unique_ptr<Channel> make_worker_channel(const std::string& path,
+std::unique_ptr<Channel> make_worker_channel(const std::string& path, double load_timeout_s,
                                              const std::string& worker_exe) {
-  return std::make_unique<WorkerChannel>(path, worker_exe);
+  return std::make_unique<WorkerChannel>(path, worker_exe, load_timeout_s);
 }
 
 std::unique_ptr<Implementation> make_abi_impl(std::unique_ptr<Channel> channel,

@@ -440,10 +440,14 @@ int plugin_worker_main(int sock) {
         r = runner ? runner->prefill(decode_ranges(in, 0)) : Reply{Reply::kError, "no plugin"};
         break;
       case kStep: {
+        // Payload: int64 step, int32 graph flag, then the dirty ranges.
+        if (!runner || in.size() < 12) {
+          r = {Reply::kError, msg("worker: malformed step (", in.size(), " bytes, at least 12)")};
+          break;
+        }
         int32_t graph = 0;
         std::memcpy(&graph, in.data() + 8, 4);
-        r = runner ? runner->step(graph != 0, decode_ranges(in, 12))
-                   : Reply{Reply::kError, "no plugin"};
+        r = runner->step(graph != 0, decode_ranges(in, 12));
         break;
       }
       case kEnd:

@@ -18,6 +18,13 @@
 namespace mac::verify {
 namespace {
 
+namespace vs = io::schema::verify;
+namespace rk = io::schema::verify::report;
+namespace mk = io::schema::verify::metrics;
+namespace ck = io::schema::verify::cases;
+namespace hk = io::schema::verify::heads;
+namespace fk = io::schema::verify::case_file;
+
 constexpr const char* kSchema = io::schema::verify::kReportName;
 constexpr int64_t kVersion = io::schema::verify::kVersion;
 // The file formats (docs/verification.md): fixed-length string attributes, contiguous numeric
@@ -33,27 +40,27 @@ struct Field {
 };
 template <typename Row>
 std::vector<Field<Row, int64_t>> counters() {
-  return {{"eligible", &Row::eligible},
-          {"hits", &Row::hits},
-          {"expected_hits", &Row::expected_hits},
-          {"decision_mismatch", &Row::decision_mismatch},
-          {"keys_read", &Row::keys_read},
-          {"keys_expected", &Row::keys_expected},
-          {"keys_full", &Row::keys_full},
-          {"keys_mismatch", &Row::keys_mismatch},
-          {"entries_checked", &Row::entries_checked},
-          {"entry_mismatch", &Row::entry_mismatch},
-          {"bit_checked", &Row::bit_checked},
-          {"bit_mismatch", &Row::bit_mismatch}};
+  return {{mk::kEligible, &Row::eligible},
+          {mk::kHits, &Row::hits},
+          {mk::kExpectedHits, &Row::expected_hits},
+          {mk::kDecisionMismatch, &Row::decision_mismatch},
+          {mk::kKeysRead, &Row::keys_read},
+          {mk::kKeysExpected, &Row::keys_expected},
+          {mk::kKeysFull, &Row::keys_full},
+          {mk::kKeysMismatch, &Row::keys_mismatch},
+          {mk::kEntriesChecked, &Row::entries_checked},
+          {mk::kEntryMismatch, &Row::entry_mismatch},
+          {mk::kBitChecked, &Row::bit_checked},
+          {mk::kBitMismatch, &Row::bit_mismatch}};
 }
 template <typename Row>
 std::vector<Field<Row, double>> error_maxima() {
-  return {{"rel_l2_max", &Row::rel_l2_max},
-          {"max_abs_err", &Row::max_abs_err},
-          {"lse_err_max", &Row::lse_err_max},
-          {"entry_rel_l2_max", &Row::entry_rel_l2_max},
-          {"entry_lse_err_max", &Row::entry_lse_err_max},
-          {"mac_vs_full_rel_l2_max", &Row::mac_vs_full_rel_l2_max}};
+  return {{mk::kRelL2Max, &Row::rel_l2_max},
+          {mk::kMaxAbsErr, &Row::max_abs_err},
+          {mk::kLseErrMax, &Row::lse_err_max},
+          {mk::kEntryRelL2Max, &Row::entry_rel_l2_max},
+          {mk::kEntryLseErrMax, &Row::entry_lse_err_max},
+          {mk::kMacVsFullRelL2Max, &Row::mac_vs_full_rel_l2_max}};
 }
 template <typename Row, typename V>
 std::vector<Field<Row, V>> with(std::vector<Field<Row, V>> fields,
@@ -62,22 +69,52 @@ std::vector<Field<Row, V>> with(std::vector<Field<Row, V>> fields,
   return fields;
 }
 const std::vector<Field<CaseResult, int64_t>>& case_i64() {
-  static const auto f = with(counters<CaseResult>(), {{"head_steps", &CaseResult::head_steps}});
+  static const auto f = with(counters<CaseResult>(), {{ck::kHeadSteps, &CaseResult::head_steps}});
   return f;
 }
 const std::vector<Field<CaseResult, double>>& case_f64() {
-  static const auto f = with(error_maxima<CaseResult>(), {{"wall_s", &CaseResult::wall_s}});
+  static const auto f = with(error_maxima<CaseResult>(), {{mk::kWallS, &CaseResult::wall_s}});
   return f;
 }
 const std::vector<Field<HeadMetrics, int64_t>>& head_i64() {
-  static const auto f = with(counters<HeadMetrics>(),
-                             {{"steps", &HeadMetrics::steps}, {"planted", &HeadMetrics::planted}});
+  static const auto f = with(counters<HeadMetrics>(), {{hk::kSteps, &HeadMetrics::steps},
+                                                       {hk::kPlanted, &HeadMetrics::planted}});
   return f;
 }
 const std::vector<Field<HeadMetrics, double>>& head_f64() {
   static const auto f =
-      with(error_maxima<HeadMetrics>(), {{"min_abs_margin", &HeadMetrics::min_abs_margin}});
+      with(error_maxima<HeadMetrics>(), {{hk::kMinAbsMargin, &HeadMetrics::min_abs_margin}});
   return f;
+}
+
+/*! The report's string attributes, for write_report and read_report alike. `since_plugins`:
+ *  added with the plugin route (or later), so a report written before reads it as `missing`. */
+struct StringAttr {
+  const char* name;
+  std::string ReportMeta::*p;
+  bool since_plugins;
+  const char* missing;
+};
+const std::vector<StringAttr>& string_attrs() {
+  static const std::vector<StringAttr> a = {
+      {io::schema::kGitCommit, &ReportMeta::git_commit, false, ""},
+      {rk::kDeclaredCommit, &ReportMeta::declared_commit, true, ""},
+      {vs::kDevice, &ReportMeta::device, false, ""},
+      {rk::kMode, &ReportMeta::mode, false, ""},
+      {vs::kImpl, &ReportMeta::impl, false, ""},
+      {rk::kImplSha256, &ReportMeta::impl_sha256, true, ""},
+      {rk::kImplDeclared, &ReportMeta::impl_declared, true, ""},
+      {rk::kImplCaps, &ReportMeta::impl_caps, true, ""},
+      {rk::kNonceSource, &ReportMeta::nonce_source, true, "none"},
+      {rk::kGrading, &ReportMeta::grading, true, ""},
+      {rk::kFinished, &ReportMeta::finished, true, ""},
+      {rk::kEnvironment, &ReportMeta::environment, true, ""},
+      {rk::kSubset, &ReportMeta::subset, false, ""},
+      {rk::kShard, &ReportMeta::shard, false, ""},
+      {vs::kCommand, &ReportMeta::command, false, ""},
+      {rk::kCreated, &ReportMeta::created, false, ""},
+      {vs::kMatrixFnv1a, &ReportMeta::matrix_sha, false, ""}};
+  return a;
 }
 
 /*! One numeric column of a report's group: a 1-D dataset of `n` elements whose file type
@@ -142,56 +179,47 @@ void write_report(const std::string& path, const Report& r) {
     const auto& m = r.meta;
     h5::write_attr(f, io::schema::kSchema, kSchema);
     h5::write_attr(f, io::schema::kVersion, kVersion);
-    h5::write_attr(f, io::schema::kGitCommit, m.git_commit);
-    h5::write_attr(f, "declared_commit", m.declared_commit);
-    h5::write_attr(f, "device", m.device);
-    h5::write_attr(f, "mode", m.mode);
-    h5::write_attr(f, "impl", m.impl);
-    h5::write_attr(f, "impl_sha256", m.impl_sha256);
-    h5::write_attr(f, "impl_declared", m.impl_declared);
-    h5::write_attr(f, "impl_caps", m.impl_caps);
-    h5::write_attr(f, "abi_version", int64_t{m.abi_version});
-    h5::write_attr(f, "nonce", nonce_text(m.nonce));
-    h5::write_attr(f, "nonce_source", m.nonce_source);
-    h5::write_attr(f, "finished", m.finished);
-    h5::write_attr(f, "environment", m.environment);
-    h5::write_attr(f, "subset", m.subset);
-    h5::write_attr(f, "shard", m.shard);
-    h5::write_attr(f, "command", m.command);
-    h5::write_attr(f, "created", m.created);
-    h5::write_attr(f, "matrix_fnv1a", m.matrix_sha);
-    h5::write_attr(f, "tol_out_rel_l2", m.tol.out_rel_l2);
-    h5::write_attr(f, "tol_lse", m.tol.lse);
-    h5::write_attr(f, "tol_entry_rel_l2", m.tol.entry_rel_l2);
-    h5::write_attr(f, "tol_entry_lse", m.tol.entry_lse);
-    h5::write_attr(f, "wall_s", m.wall_s);
-    h5::write_attr(f, "threads", int64_t{m.threads});
-    h5::write_attr(f, "cases", static_cast<int64_t>(r.cases.size()));
-    h5::write_attr(f, "passed", int64_t{r.count(CaseStatus::kPass)});
-    h5::write_attr(f, "failed", int64_t{r.count(CaseStatus::kFail)});
-    h5::write_attr(f, "skipped", int64_t{r.count(CaseStatus::kSkip)});
-    h5::write_attr(f, "errors", int64_t{r.count(CaseStatus::kError)});
-    h5::write_attr(f, "not_applicable", int64_t{r.count(CaseStatus::kNotApplicable)});
-    h5::write_attr(f, "result", r.result());
+    for (const auto& a : string_attrs()) h5::write_attr(f, a.name, m.*(a.p));
+    h5::write_attr(f, rk::kAbiVersion, int64_t{m.abi_version});
+    h5::write_attr(f, vs::kNonce, nonce_text(m.nonce));
+    h5::write_attr(f, rk::kTrials, int64_t{m.trials});
+    h5::write_attr(f, rk::kTolOutRelL2, m.tol.out_rel_l2);
+    h5::write_attr(f, rk::kTolLse, m.tol.lse);
+    h5::write_attr(f, rk::kTolEntryRelL2, m.tol.entry_rel_l2);
+    h5::write_attr(f, rk::kTolEntryLse, m.tol.entry_lse);
+    h5::write_attr(f, rk::kWallS, m.wall_s);
+    h5::write_attr(f, rk::kThreads, int64_t{m.threads});
+    h5::write_attr(f, rk::kNumCases, static_cast<int64_t>(r.cases.size()));
+    h5::write_attr(f, rk::kPassed, int64_t{r.count(CaseStatus::kPass)});
+    h5::write_attr(f, rk::kFailed, int64_t{r.count(CaseStatus::kFail)});
+    h5::write_attr(f, rk::kSkipped, int64_t{r.count(CaseStatus::kSkip)});
+    h5::write_attr(f, rk::kErrors, int64_t{r.count(CaseStatus::kError)});
+    h5::write_attr(f, rk::kNotApplicable, int64_t{r.count(CaseStatus::kNotApplicable)});
+    h5::write_attr(f, rk::kResult, r.result());
 
     {
-      const h5::Handle cases = h5::create_group(f, "cases");
+      const h5::Handle cases = h5::create_group(f, ck::kGroup);
       const hid_t g = cases.get();
       std::vector<int64_t> id;
       std::vector<int8_t> st;
-      std::vector<std::string> fam, line, message;
+      std::vector<int64_t> trials;
+      std::vector<std::string> fam, line, message, replay;
       for (const auto& c : r.cases) {
         id.push_back(c.spec.id);
         st.push_back(static_cast<int8_t>(c.status));
+        trials.push_back(c.trials);
         fam.push_back(c.spec.family);
         line.push_back(c.spec.to_line());
         message.push_back(c.message);
+        replay.push_back(c.replay);
       }
-      h5::write(g, "id", id);
-      h5::write(g, "status", st);
-      h5::write_strings(g, "family", fam, kStringDatasets);
-      h5::write_strings(g, "line", line, kStringDatasets);
-      h5::write_strings(g, "message", message, kStringDatasets);
+      h5::write(g, ck::kId, id);
+      h5::write(g, vs::kStatus, st);
+      h5::write(g, ck::kTrials, trials);
+      h5::write_strings(g, ck::kFamily, fam, kStringDatasets);
+      h5::write_strings(g, ck::kLine, line, kStringDatasets);
+      h5::write_strings(g, vs::kMessage, message, kStringDatasets);
+      h5::write_strings(g, ck::kReplay, replay, kStringDatasets);
       for (const auto& fl : case_i64()) {
         std::vector<int64_t> v;
         for (const auto& c : r.cases) v.push_back(c.*(fl.p));
@@ -212,13 +240,13 @@ void write_report(const std::string& path, const Report& r) {
         t_entry.push_back(r.meta.tol.entry_rel_l2 * k);
         t_entry_lse.push_back(r.meta.tol.entry_lse);
       }
-      h5::write(g, "tol_out_rel_l2", t_out);
-      h5::write(g, "tol_lse", t_lse);
-      h5::write(g, "tol_entry_rel_l2", t_entry);
-      h5::write(g, "tol_entry_lse", t_entry_lse);
+      h5::write(g, rk::kTolOutRelL2, t_out);
+      h5::write(g, rk::kTolLse, t_lse);
+      h5::write(g, rk::kTolEntryRelL2, t_entry);
+      h5::write(g, rk::kTolEntryLse, t_entry_lse);
     }
     {
-      const h5::Handle heads = h5::create_group(f, "heads");
+      const h5::Handle heads = h5::create_group(f, hk::kGroup);
       const hid_t g = heads.get();
       std::vector<int64_t> cid, req, head;
       std::vector<int8_t> failed;
@@ -229,10 +257,10 @@ void write_report(const std::string& path, const Report& r) {
           head.push_back(h.head);
           failed.push_back(h.failed ? 1 : 0);
         }
-      h5::write(g, "case_id", cid);
-      h5::write(g, "request", req);
-      h5::write(g, "head", head);
-      h5::write(g, "failed", failed);
+      h5::write(g, vs::kCaseId, cid);
+      h5::write(g, hk::kRequest, req);
+      h5::write(g, hk::kHead, head);
+      h5::write(g, hk::kFailed, failed);
       for (const auto& fl : head_i64()) {
         std::vector<int64_t> v;
         for (const auto& c : r.cases)
@@ -258,48 +286,45 @@ Report read_report(const std::string& path) {
   const auto v = h5::attr_int64(f, io::schema::kVersion);
   require(v == kVersion, "report '", path, "': version ", v, " is not ", kVersion);
   auto& m = r.meta;
-  m.git_commit = h5::attr_string(f, "git_commit");
-  m.device = h5::attr_string(f, "device");
-  m.mode = h5::attr_string(f, "mode");
-  m.impl = h5::attr_string(f, "impl");
-  // Attributes added with the plugin route; a report written before them reads as a run of
-  // a built-in implementation on the matrix's own seeds.
-  auto opt = [&](const char* name, const std::string& def) {
-    return h5::has_attr(f, name) ? h5::attr_string(f, name) : def;
-  };
-  m.declared_commit = opt("declared_commit", "");
-  m.impl_sha256 = opt("impl_sha256", "");
-  m.impl_declared = opt("impl_declared", "");
-  m.impl_caps = opt("impl_caps", "");
+  // Attributes added with the plugin route (or later) are optional: a report written before
+  // them reads as a run of a built-in implementation on the matrix's own seeds, one trial.
+  for (const auto& a : string_attrs())
+    m.*(a.p) = !a.since_plugins || h5::has_attr(f, a.name) ? h5::attr_string(f, a.name)
+                                                           : std::string(a.missing);
   m.abi_version =
-      h5::has_attr(f, "abi_version") ? static_cast<int>(h5::attr_int64(f, "abi_version")) : 0;
-  m.nonce = std::strtoull(opt("nonce", "0").c_str(), nullptr, 0);
-  m.nonce_source = opt("nonce_source", "none");
-  m.finished = opt("finished", "");
-  m.environment = opt("environment", "");
-  m.subset = h5::attr_string(f, "subset");
-  m.shard = h5::attr_string(f, "shard");
-  m.command = h5::attr_string(f, "command");
-  m.created = h5::attr_string(f, "created");
-  m.matrix_sha = h5::attr_string(f, "matrix_fnv1a");
-  m.tol.out_rel_l2 = h5::attr_double(f, "tol_out_rel_l2");
-  m.tol.lse = h5::attr_double(f, "tol_lse");
-  m.tol.entry_rel_l2 = h5::attr_double(f, "tol_entry_rel_l2");
-  m.tol.entry_lse = h5::attr_double(f, "tol_entry_lse");
+      h5::has_attr(f, rk::kAbiVersion) ? static_cast<int>(h5::attr_int64(f, rk::kAbiVersion)) : 0;
+  m.nonce = h5::has_attr(f, vs::kNonce)
+                ? std::strtoull(h5::attr_string(f, vs::kNonce).c_str(), nullptr, 0)
+                : 0;
+  const int64_t run_trials = h5::has_attr(f, rk::kTrials) ? h5::attr_int64(f, rk::kTrials) : 1;
+  require(run_trials >= 1 && run_trials <= std::numeric_limits<int>::max(), "report '", path,
+          "': trials = ", run_trials, " is outside [1, ", std::numeric_limits<int>::max(), "]");
+  m.trials = static_cast<int>(run_trials);
+  m.tol.out_rel_l2 = h5::attr_double(f, rk::kTolOutRelL2);
+  m.tol.lse = h5::attr_double(f, rk::kTolLse);
+  m.tol.entry_rel_l2 = h5::attr_double(f, rk::kTolEntryRelL2);
+  m.tol.entry_lse = h5::attr_double(f, rk::kTolEntryLse);
   // Not stored as a flag: only the tight CPU limits are logit-conditioned (Tolerances::cpu),
   // the same test summary_table uses.
   m.tol.logit_conditioned = m.tol.out_rel_l2 < 1e-3;
-  m.wall_s = h5::attr_double(f, "wall_s");
-  m.threads = static_cast<int>(h5::attr_int64(f, "threads"));
-  h5::Handle group = h5::open_group(f, "cases");
+  m.wall_s = h5::attr_double(f, rk::kWallS);
+  m.threads = static_cast<int>(h5::attr_int64(f, rk::kThreads));
+  h5::Handle group = h5::open_group(f, ck::kGroup);
   hid_t g = group.get();
   // Every column is checked against the case count `id` declares, its dtype and its
   // values' range before it is used (a merge trusts nothing a report says).
-  const auto id = h5::read<int64_t>(g, "id");
+  const auto id = h5::read<int64_t>(g, ck::kId);
   const size_t n = id.size();
-  const auto st = column<int8_t>(g, path, "cases", "status", n);
-  const auto line = string_column(g, path, "cases", "line", n);
-  const auto message = string_column(g, path, "cases", "message", n);
+  const auto st = column<int8_t>(g, path, ck::kGroup, vs::kStatus, n);
+  const auto line = string_column(g, path, ck::kGroup, ck::kLine, n);
+  const auto message = string_column(g, path, ck::kGroup, vs::kMessage, n);
+  // Columns added with --trials and the merged certificate: one trial, no replay command.
+  const auto trials = h5::exists(g, ck::kTrials)
+                          ? column<int64_t>(g, path, ck::kGroup, ck::kTrials, n)
+                          : std::vector<int64_t>(n, 1);
+  const auto replay = h5::exists(g, ck::kReplay)
+                          ? string_column(g, path, ck::kGroup, ck::kReplay, n)
+                          : std::vector<std::string>(n);
   r.cases.resize(n);
   std::map<int64_t, size_t> index;
   for (size_t i = 0; i < n; ++i) {
@@ -313,22 +338,26 @@ Report read_report(const std::string& path) {
             " is not a case status (0 pass, 1 fail, 2 skip, 3 error, 4 not applicable)");
     r.cases[i].status = static_cast<CaseStatus>(st[i]);
     r.cases[i].message = message[i];
+    r.cases[i].replay = replay[i];
+    require(trials[i] >= 0, "report '", path, "': /cases/trials[", i, "] = ", trials[i],
+            " is negative (a count)");
+    r.cases[i].trials = trials[i];
   }
   for (const auto& fl : case_i64()) {
-    const auto v = column<int64_t>(g, path, "cases", fl.name, n);
-    for (size_t i = 0; i < n; ++i) r.cases[i].*(fl.p) = counter(v[i], path, "cases", fl.name, i);
+    const auto v = column<int64_t>(g, path, ck::kGroup, fl.name, n);
+    for (size_t i = 0; i < n; ++i) r.cases[i].*(fl.p) = counter(v[i], path, ck::kGroup, fl.name, i);
   }
   for (const auto& fl : case_f64()) {
-    const auto v = column<double>(g, path, "cases", fl.name, n);
+    const auto v = column<double>(g, path, ck::kGroup, fl.name, n);
     for (size_t i = 0; i < n; ++i) r.cases[i].*(fl.p) = v[i];
   }
-  group = h5::open_group(f, "heads");
+  group = h5::open_group(f, hk::kGroup);
   g = group.get();
-  const auto cid = h5::read<int64_t>(g, "case_id");
+  const auto cid = h5::read<int64_t>(g, vs::kCaseId);
   const size_t rows = cid.size();
-  const auto req = column<int64_t>(g, path, "heads", "request", rows);
-  const auto head = column<int64_t>(g, path, "heads", "head", rows);
-  const auto failed = column<int8_t>(g, path, "heads", "failed", rows);
+  const auto req = column<int64_t>(g, path, hk::kGroup, hk::kRequest, rows);
+  const auto head = column<int64_t>(g, path, hk::kGroup, hk::kHead, rows);
+  const auto failed = column<int8_t>(g, path, hk::kGroup, hk::kFailed, rows);
   std::vector<std::pair<size_t, size_t>> where(rows);
   for (size_t k = 0; k < rows; ++k) {
     auto it = index.find(cid[k]);
@@ -347,13 +376,13 @@ Report read_report(const std::string& path) {
     where[k] = {it->second, c.heads.size() - 1};
   }
   for (const auto& fl : head_i64()) {
-    const auto v = column<int64_t>(g, path, "heads", fl.name, rows);
+    const auto v = column<int64_t>(g, path, hk::kGroup, fl.name, rows);
     for (size_t k = 0; k < rows; ++k)
       r.cases[where[k].first].heads[where[k].second].*(fl.p) =
-          counter(v[k], path, "heads", fl.name, k);
+          counter(v[k], path, hk::kGroup, fl.name, k);
   }
   for (const auto& fl : head_f64()) {
-    const auto v = column<double>(g, path, "heads", fl.name, rows);
+    const auto v = column<double>(g, path, hk::kGroup, fl.name, rows);
     for (size_t k = 0; k < rows; ++k) r.cases[where[k].first].heads[where[k].second].*(fl.p) = v[k];
   }
   return r;
@@ -375,6 +404,11 @@ Report merge_reports(const std::vector<Report>& shards) {
             s.meta.impl_sha256, " vs ", out.meta.impl_sha256, ")");
     require(s.meta.nonce == out.meta.nonce, "merge: nonces differ (", nonce_text(s.meta.nonce),
             " vs ", nonce_text(out.meta.nonce), "); give every shard the same --nonce");
+    require(s.meta.trials == out.meta.trials, "merge: trials differ (", s.meta.trials, " vs ",
+            out.meta.trials, "); give every shard the same --trials");
+    require(s.meta.grading == out.meta.grading, "merge: gradings differ (", s.meta.grading, " vs ",
+            out.meta.grading, ")");
+    out.meta.created = std::min(out.meta.created, s.meta.created);
     out.meta.finished = std::max(out.meta.finished, s.meta.finished);
     out.meta.wall_s = std::max(out.meta.wall_s, s.meta.wall_s);
     shard_list += (shard_list.empty() ? "" : ",") + s.meta.shard;
@@ -403,6 +437,20 @@ int Report::exit_code() const {
   return v == "PASS" ? 0 : v == "FAIL" ? 1 : 3;
 }
 
+namespace {
+/*! What a reviewer must know about where the nonce came from: only a nonce drawn by the run
+ *  itself keeps the inputs unknown to the implementation beforehand. */
+std::string nonce_caveat(const ReportMeta& m) {
+  if (m.nonce_source == "given")
+    return ": chosen by whoever ran the driver (--nonce), so the inputs could be known in advance";
+  if (m.nonce_source == "none")
+    return ": the matrix's own seeds, the same in every run, so an answer cached from another "
+           "run could pass";
+  if (m.nonce_source == "replay") return ": taken from the replay file";
+  return "";
+}
+}  // namespace
+
 std::string certificate_markdown(const Report& r, const std::vector<std::string>& replays,
                                  const std::string& environment) {
   const auto& m = r.meta;
@@ -420,7 +468,14 @@ std::string certificate_markdown(const Report& r, const std::vector<std::string>
     os << "| driver commit (declared, not verified) | " << m.declared_commit << " |\n";
   os << "| matrix FNV-1a | " << m.matrix_sha << " |\n";
   os << "| subset / shard | " << m.subset << " / " << m.shard << " |\n";
-  os << "| nonce | " << nonce_text(m.nonce) << " (" << m.nonce_source << ") |\n";
+  os << "| nonce | " << nonce_text(m.nonce) << " (" << m.nonce_source << ")" << nonce_caveat(m)
+     << " |\n";
+  os << "| trials per case | " << m.trials
+     << (m.trials > 1 ? " (each with its own nonce derived from the run's; a case passes only if "
+                        "every trial does)"
+                      : "")
+     << " |\n";
+  if (!m.grading.empty()) os << "| graded against | " << m.grading << " |\n";
   os << "| started | " << m.created << " |\n";
   if (!m.finished.empty()) os << "| finished | " << m.finished << " |\n";
   os << "| wall | " << m.wall_s << " s |\n";
@@ -460,7 +515,10 @@ std::string certificate_markdown(const Report& r, const std::vector<std::string>
   for (const auto& c : r.cases) {
     if (c.status != CaseStatus::kFail && c.status != CaseStatus::kError) continue;
     os << "* [" << to_string(c.status) << "] " << c.spec.describe() << ": " << c.message << "\n";
-    if (k < replays.size()) os << "  replay: `" << replays[k] << "`\n";
+    const std::string& replay = !c.replay.empty()    ? c.replay
+                                : k < replays.size() ? replays[k]
+                                                     : c.replay;
+    if (!replay.empty()) os << "  replay: `" << replay << "`\n";
     ++k;
   }
   if (k == 0) os << "none\n";
@@ -579,36 +637,36 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
   io::write_h5_atomically(path, [&](hid_t f) {
     h5::write_attr(f, io::schema::kSchema, io::schema::verify::kCaseName);
     h5::write_attr(f, io::schema::kVersion, kVersion);
-    h5::write_attr(f, "case_line", res.spec.to_line());
-    h5::write_attr(f, "status", to_string(res.status));
-    h5::write_attr(f, "message", res.message);
+    h5::write_attr(f, vs::kCaseLine, res.spec.to_line());
+    h5::write_attr(f, vs::kStatus, to_string(res.status));
+    h5::write_attr(f, vs::kMessage, res.message);
     h5::write_attr(f, io::schema::kGitCommit, meta.git_commit);
-    h5::write_attr(f, "device", meta.device);
-    h5::write_attr(f, "impl", meta.impl);
-    h5::write_attr(f, "nonce", nonce_text(meta.nonce));
+    h5::write_attr(f, vs::kDevice, meta.device);
+    h5::write_attr(f, vs::kImpl, meta.impl);
+    h5::write_attr(f, vs::kNonce, nonce_text(meta.nonce));
     size_t bytes = 0;
     for (const auto& rq : in.requests)
       bytes += 4 * (rq.layer.q_pre.size() + rq.layer.q_post.size() + rq.layer.k.size() +
                     rq.layer.v.size());
-    h5::write_attr(f, "inputs_stored", int64_t{bytes <= max_input_bytes ? 1 : 0});
+    h5::write_attr(f, fk::kInputsStored, int64_t{bytes <= max_input_bytes ? 1 : 0});
     const int N = res.spec.batch, Hq = res.spec.Hq(), D = res.spec.D;
     for (int i = 0; i < N; ++i) {
       const auto& rq = in.requests[static_cast<size_t>(i)];
-      const std::string gname = msg("request_", i);
+      const std::string gname = msg(fk::kRequestPrefix, i);
       const h5::Handle group = h5::create_group(f, gname);
       const hid_t g = group.get();
-      h5::write_attr(g, "prompt", static_cast<int64_t>(rq.prompt));
-      h5::write_attr(g, "ready", int64_t{rq.ready ? 1 : 0});
+      h5::write_attr(g, fk::kPrompt, static_cast<int64_t>(rq.prompt));
+      h5::write_attr(g, fk::kReady, int64_t{rq.ready ? 1 : 0});
       if (bytes <= max_input_bytes) {
         const hsize_t T = static_cast<hsize_t>(rq.layer.tokens);
-        h5::write(g, "q_pre", {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)},
-                  rq.layer.q_pre);
-        h5::write(g, "q_post", {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)},
-                  rq.layer.q_post);
-        h5::write(g, "k", {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)},
-                  rq.layer.k);
-        h5::write(g, "v", {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)},
-                  rq.layer.v);
+        h5::write(g, io::schema::trace::kQPre,
+                  {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)}, rq.layer.q_pre);
+        h5::write(g, io::schema::trace::kQPost,
+                  {T, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)}, rq.layer.q_post);
+        h5::write(g, io::schema::trace::kK,
+                  {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)}, rq.layer.k);
+        h5::write(g, io::schema::trace::kV,
+                  {T, static_cast<hsize_t>(res.spec.Hkv), static_cast<hsize_t>(D)}, rq.layer.v);
       }
       // Outputs per step: [S, Hq] and [S, Hq, D].
       const size_t S = res.steps.size();
@@ -647,23 +705,23 @@ void write_failure_file(const std::string& path, const CaseResult& res, const Re
       }
       const std::vector<hsize_t> sh = {S, static_cast<hsize_t>(Hq)},
                                  shd = {S, static_cast<hsize_t>(Hq), static_cast<hsize_t>(D)};
-      h5::write(g, "position", position);
-      h5::write(g, "expected_hit", sh, ehit);
-      h5::write(g, "actual_hit", sh, ahit);
-      h5::write(g, "expected_match_pos", sh, epos);
-      h5::write(g, "actual_match_pos", sh, apos);
-      h5::write(g, "expected_keys_read", sh, ekeys);
-      h5::write(g, "actual_keys_read", sh, akeys);
-      h5::write(g, "expected_out", shd, eout);
-      h5::write(g, "actual_out", shd, aout);
-      h5::write(g, "expected_lse", sh, e_lse);
-      h5::write(g, "actual_lse", sh, alse);
-      h5::write(g, "exact_out", shd, xout);
-      h5::write(g, "exact_lse", sh, xlse);
-      h5::write(g, "expected_entry_o", shd, eent);
-      h5::write(g, "actual_entry_o", shd, aent);
-      h5::write(g, "expected_entry_lse", sh, eentl);
-      h5::write(g, "actual_entry_lse", sh, aentl);
+      h5::write(g, fk::kPosition, position);
+      h5::write(g, fk::kExpectedHit, sh, ehit);
+      h5::write(g, fk::kActualHit, sh, ahit);
+      h5::write(g, fk::kExpectedMatchPos, sh, epos);
+      h5::write(g, fk::kActualMatchPos, sh, apos);
+      h5::write(g, fk::kExpectedKeysRead, sh, ekeys);
+      h5::write(g, fk::kActualKeysRead, sh, akeys);
+      h5::write(g, fk::kExpectedOut, shd, eout);
+      h5::write(g, fk::kActualOut, shd, aout);
+      h5::write(g, fk::kExpectedLse, sh, e_lse);
+      h5::write(g, fk::kActualLse, sh, alse);
+      h5::write(g, fk::kExactOut, shd, xout);
+      h5::write(g, fk::kExactLse, sh, xlse);
+      h5::write(g, fk::kExpectedEntryO, shd, eent);
+      h5::write(g, fk::kActualEntryO, shd, aent);
+      h5::write(g, fk::kExpectedEntryLse, sh, eentl);
+      h5::write(g, fk::kActualEntryLse, sh, aentl);
     }
   });
 }
@@ -673,13 +731,13 @@ std::string read_failure_case_line(const std::string& path) {
   require(
       h5::attr_string(f.get(), io::schema::kSchema) == std::string(io::schema::verify::kCaseName),
       "replay file '", path, "': schema is not mac-verify-case");
-  return h5::attr_string(f.get(), "case_line");
+  return h5::attr_string(f.get(), vs::kCaseLine);
 }
 
 uint64_t read_failure_nonce(const std::string& path) {
   const h5::Handle f = h5::open_file(path);
-  if (!h5::has_attr(f.get(), "nonce")) return 0;
-  return std::strtoull(h5::attr_string(f.get(), "nonce").c_str(), nullptr, 0);
+  if (!h5::has_attr(f.get(), vs::kNonce)) return 0;
+  return std::strtoull(h5::attr_string(f.get(), vs::kNonce).c_str(), nullptr, 0);
 }
 
 }  // namespace mac::verify

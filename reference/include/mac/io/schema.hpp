@@ -184,6 +184,188 @@ inline constexpr const char* kExportName = "mac-verify-export";
 inline constexpr const char* kInputsName = "mac-verify-inputs";
 inline constexpr const char* kOutputsName = "mac-verify-outputs";
 inline constexpr int64_t kFilesVersion = 1;  //!< of all three
+
+// Names more than one of these files use.
+inline constexpr const char* kNonce = "nonce";  //!< string, 0x + 16 hex digits (with_nonce)
+inline constexpr const char* kMatrixFnv1a = "matrix_fnv1a";  //!< string, FNV-1a 64 of the matrix
+inline constexpr const char* kCommand = "command";           //!< string, the command line
+inline constexpr const char* kCaseId = "case_id";            //!< int64 (attribute or dataset)
+inline constexpr const char* kCaseLine = "case_line";        //!< string, the case's matrix line
+inline constexpr const char* kDevice = "device";             //!< string
+inline constexpr const char* kImpl = "impl";                 //!< string, implementation name
+inline constexpr const char* kStatus = "status";    //!< report: int8 [cases]; case file: string
+inline constexpr const char* kMessage = "message";  //!< string: first failure or error
+
+/*! \brief The report's root attributes (schema mac-verify) beside kGitCommit. */
+namespace report {
+inline constexpr const char* kDeclaredCommit = "declared_commit";  //!< string, not verified
+inline constexpr const char* kMode = "mode";                       //!< string, cpu|gpu|model|...
+inline constexpr const char* kImplSha256 = "impl_sha256";          //!< string, hex
+inline constexpr const char* kImplDeclared = "impl_declared";      //!< string, name and version
+inline constexpr const char* kImplCaps = "impl_caps";              //!< string, caps as text
+inline constexpr const char* kAbiVersion = "abi_version";          //!< int64, 0: built in
+inline constexpr const char* kNonceSource = "nonce_source";  //!< string, drawn|given|replay|...
+inline constexpr const char* kTrials = "trials";             //!< int64, runs of each case (≥ 1)
+inline constexpr const char* kGrading = "grading";    //!< string, what outputs were graded against
+inline constexpr const char* kCreated = "created";    //!< string, UTC start
+inline constexpr const char* kFinished = "finished";  //!< string, UTC end
+inline constexpr const char* kEnvironment = "environment";  //!< string, machine and build
+inline constexpr const char* kSubset = "subset";            //!< string
+inline constexpr const char* kShard = "shard";              //!< string, k/N or merged:...
+inline constexpr const char* kWallS = "wall_s";             //!< float64, seconds
+inline constexpr const char* kThreads = "threads";          //!< int64, OpenMP threads
+// The run's limits (float64); /cases holds the same names per case, conditioning applied.
+inline constexpr const char* kTolOutRelL2 = "tol_out_rel_l2";
+inline constexpr const char* kTolLse = "tol_lse";
+inline constexpr const char* kTolEntryRelL2 = "tol_entry_rel_l2";
+inline constexpr const char* kTolEntryLse = "tol_entry_lse";
+// Counts (int64) and the verdict (string PASS|FAIL|INCOMPLETE).
+inline constexpr const char* kNumCases = "cases";
+inline constexpr const char* kPassed = "passed";
+inline constexpr const char* kFailed = "failed";
+inline constexpr const char* kSkipped = "skipped";
+inline constexpr const char* kErrors = "errors";
+inline constexpr const char* kNotApplicable = "not_applicable";
+inline constexpr const char* kResult = "result";
+}  // namespace report
+
+/*! \brief The report's group of one row per case: [cases] datasets kCaseId... */
+namespace cases {
+inline constexpr const char* kGroup = "cases";
+inline constexpr const char* kId = "id";          //!< int64
+inline constexpr const char* kFamily = "family";  //!< string
+inline constexpr const char* kLine = "line";      //!< string, the matrix line
+inline constexpr const char* kReplay = "replay";  //!< string, command replaying a failure ("")
+// Per-case counters (int64) beside the per-head ones below: kHeadSteps, kTrials.
+inline constexpr const char* kHeadSteps = "head_steps";
+inline constexpr const char* kTrials = "trials";  //!< trials run (stops at the first failing one)
+}  // namespace cases
+
+/*! \brief The report's group of one row per (case, request, query head). */
+namespace heads {
+inline constexpr const char* kGroup = "heads";
+inline constexpr const char* kRequest = "request";  //!< int64
+inline constexpr const char* kHead = "head";        //!< int64, query head
+inline constexpr const char* kFailed = "failed";    //!< int8 0/1
+inline constexpr const char* kSteps = "steps";      //!< int64, steps checked
+inline constexpr const char* kPlanted = "planted";  //!< int64, steps with a planted match
+inline constexpr const char* kMinAbsMargin = "min_abs_margin";  //!< float64, min |thr − d2|
+}  // namespace heads
+
+/*! \brief Counters (int64) and error maxima (float64) of both /cases and /heads: a case's
+ *  are its heads' summed or maximised. */
+namespace metrics {
+inline constexpr const char* kEligible = "eligible";
+inline constexpr const char* kHits = "hits";
+inline constexpr const char* kExpectedHits = "expected_hits";
+inline constexpr const char* kDecisionMismatch = "decision_mismatch";
+inline constexpr const char* kKeysRead = "keys_read";
+inline constexpr const char* kKeysExpected = "keys_expected";
+inline constexpr const char* kKeysFull = "keys_full";
+inline constexpr const char* kKeysMismatch = "keys_mismatch";
+inline constexpr const char* kEntriesChecked = "entries_checked";
+inline constexpr const char* kEntryMismatch = "entry_mismatch";
+inline constexpr const char* kBitChecked = "bit_checked";
+inline constexpr const char* kBitMismatch = "bit_mismatch";
+inline constexpr const char* kRelL2Max = "rel_l2_max";
+inline constexpr const char* kMaxAbsErr = "max_abs_err";
+inline constexpr const char* kLseErrMax = "lse_err_max";  //!< natural log
+inline constexpr const char* kEntryRelL2Max = "entry_rel_l2_max";
+inline constexpr const char* kEntryLseErrMax = "entry_lse_err_max";
+inline constexpr const char* kMacVsFullRelL2Max = "mac_vs_full_rel_l2_max";
+inline constexpr const char* kWallS = "wall_s";  //!< /cases only: float64 seconds
+}  // namespace metrics
+
+/*! \brief The per-case replay file (schema mac-verify-case): root attributes kCaseLine,
+ *  kStatus (string), kMessage, kGitCommit, kDevice, kImpl, kNonce and these, then one group
+ *  per request with the inputs (trace::kQPre, kQPost, kK, kV) and [S, Hq(, D)] outputs. */
+namespace case_file {
+inline constexpr const char* kInputsStored = "inputs_stored";  //!< int64 0/1
+inline constexpr const char* kRequestPrefix = "request_";      //!< group request_<i>
+inline constexpr const char* kPrompt = "prompt";               //!< int64 attribute, P
+inline constexpr const char* kReady = "ready";                 //!< int64 attribute 0/1
+inline constexpr const char* kPosition = "position";           //!< [S] int64
+inline constexpr const char* kExpectedHit = "expected_hit";    //!< [S, Hq] int8
+inline constexpr const char* kActualHit = "actual_hit";
+inline constexpr const char* kExpectedMatchPos = "expected_match_pos";  //!< [S, Hq] int64
+inline constexpr const char* kActualMatchPos = "actual_match_pos";
+inline constexpr const char* kExpectedKeysRead = "expected_keys_read";  //!< [S, Hq] int64
+inline constexpr const char* kActualKeysRead = "actual_keys_read";
+inline constexpr const char* kExpectedOut = "expected_out";  //!< [S, Hq, D] float64
+inline constexpr const char* kActualOut = "actual_out";
+inline constexpr const char* kExpectedLse = "expected_lse";  //!< [S, Hq] float64, natural log
+inline constexpr const char* kActualLse = "actual_lse";
+inline constexpr const char* kExactOut = "exact_out";  //!< [S, Hq, D] float64, full attention
+inline constexpr const char* kExactLse = "exact_lse";
+inline constexpr const char* kExpectedEntryO = "expected_entry_o";  //!< [S, Hq, D] float64
+inline constexpr const char* kActualEntryO = "actual_entry_o";
+inline constexpr const char* kExpectedEntryLse = "expected_entry_lse";  //!< [S, Hq] float64
+inline constexpr const char* kActualEntryLse = "actual_entry_lse";
+}  // namespace case_file
+
+/*! \brief The file protocol's names (docs/certify.md "The file protocol"); mirrored by
+ *  verification/python/macv_files.py. */
+namespace files {
+inline constexpr const char* kManifest = "export.h5";  //!< DIR/export.h5
+inline constexpr const char* kInputsDir = "inputs";    //!< DIR/inputs/case-NNNNN.h5
+inline constexpr const char* kOutputsDir = "outputs";  //!< DIR/outputs/case-NNNNN.h5 (default)
+// Manifest: kNonce, kMatrixFnv1a, kGitCommit, kCommand and
+inline constexpr const char* kCaps = "caps";              //!< string, declared caps as text
+inline constexpr const char* kApplicable = "applicable";  //!< [C] int8
+inline constexpr const char* kLine = "line";              //!< [C] string, matrix line
+inline constexpr const char* kReason = "reason";          //!< [C] string, why not applicable
+// Inputs file attributes (kCaseId, kCaseLine, kNonce and):
+inline constexpr const char* kFamily = "family";
+inline constexpr const char* kHeadDim = "head_dim";
+inline constexpr const char* kNumQHeads = "num_q_heads";
+inline constexpr const char* kNumKvHeads = "num_kv_heads";
+inline constexpr const char* kBatch = "batch";
+inline constexpr const char* kSteps = "steps";
+inline constexpr const char* kPageSize = "page_size";
+inline constexpr const char* kKvLayout = "kv_layout";  //!< string NHD | HND
+inline constexpr const char* kNumPages = "num_pages";
+inline constexpr const char* kMaxPagesPerRequest = "max_pages_per_request";
+inline constexpr const char* kRing = "ring";
+inline constexpr const char* kTail = "tail";
+inline constexpr const char* kSinks = "sinks";
+inline constexpr const char* kGenMin = "gen_min";
+inline constexpr const char* kTau = "tau";
+inline constexpr const char* kThreshold = "threshold";  //!< float64 holding the FP32 thr
+inline constexpr const char* kSoftmaxScale = "softmax_scale";
+inline constexpr const char* kMaxContext = "max_context";
+inline constexpr const char* kOutDtype = "out_dtype";       //!< string f32 | bf16
+inline constexpr const char* kRingODtype = "ring_o_dtype";  //!< string f32 | bf16
+inline constexpr const char* kLseBase2 = "lse_base2";
+inline constexpr const char* kReportsKeysRead = "reports_keys_read";
+inline constexpr const char* kWritesRing = "writes_ring";
+inline constexpr const char* kDecisions = "decisions";  //!< int64, macv_caps.decisions
+// Inputs file datasets.
+inline constexpr const char* kKCache = "k_cache";
+inline constexpr const char* kVCache = "v_cache";
+inline constexpr const char* kPageTable = "page_table";
+inline constexpr const char* kPrompt = "prompt";
+inline constexpr const char* kReady = "ready";
+inline constexpr const char* kPosition = "position";
+inline constexpr const char* kQ = "q";
+inline constexpr const char* kQTilde = "q_tilde";
+// The ring: the inputs' initial ring, the outputs' final ring.
+inline constexpr const char* kRingQ = "ring_q";
+inline constexpr const char* kRingO = "ring_o";
+inline constexpr const char* kRingLse = "ring_lse";
+inline constexpr const char* kRingPos = "ring_pos";
+// Outputs file attributes (kCaseId, kNonce and) and datasets.
+inline constexpr const char* kDeclaredName = "declared_name";
+inline constexpr const char* kDeclaredVersion = "declared_version";
+inline constexpr const char* kO = "o";
+inline constexpr const char* kLse = "lse";
+inline constexpr const char* kHit = "hit";
+inline constexpr const char* kMatchPos = "match_pos";
+inline constexpr const char* kKeysRead = "keys_read";
+inline constexpr const char* kSlotQ = "slot_q";
+inline constexpr const char* kSlotO = "slot_o";
+inline constexpr const char* kSlotLse = "slot_lse";
+inline constexpr const char* kSlotPos = "slot_pos";
+}  // namespace files
 }  // namespace verify
 
 }  // namespace mac::io::schema

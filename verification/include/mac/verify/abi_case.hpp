@@ -92,14 +92,21 @@ struct Choices {
   bool writes_ring = true;
   bool ring_depth = false;  //!< the ring carries chain depths (MACV_POLICY_DEPTH_CAP)
   int variant = 0;          //!< index into caps.variants
+  /*! enum macv_decisions: REPORTED lays out hit and match_pos, UNREPORTED neither, EXACT
+   *  neither and no ring at all. */
+  int decisions = MACV_DECISIONS_REPORTED;
+  bool has_ring() const { return decisions != MACV_DECISIONS_EXACT; }
 };
 
 /*! \brief What is wrong with declared capabilities ("" if nothing): no KV or ring layout,
  *  a dtype other than F32/BF16, tight tolerances without FP32 outputs and ring, a count out
- *  of its array, a device other than CPU/CUDA. */
+ *  of its array, a device other than CPU/CUDA, `decisions` outside 0..2, a plain decode
+ *  kernel (MACV_DECISIONS_EXACT) declaring a ring write, prefill, full attention or policy. */
 std::string validate_caps(const macv_caps& caps);
 /*! \brief Why case `c` is outside what `caps` declares (head dim, GQA ratio, page size,
- *  sinks, context, ring size, batch), or "" if it is applicable. */
+ *  sinks, context, ring size, batch, policies), or "" if it is applicable. For a plain decode
+ *  kernel (MACV_DECISIONS_EXACT) only the shape counts (head dim, GQA ratio, page size,
+ *  context, batch): sinks, ring size and policies change no exact attention. */
 std::string not_applicable(const macv_caps& caps, const CaseSpec& c);
 /*! \brief The layouts and dtypes of case `c`: where the implementation declares two KV or
  *  ring layouts they alternate with the case id (both are exercised), padded q/q̃/o/lse on
@@ -111,6 +118,8 @@ Tolerances tolerances(const macv_caps& caps);
 /*! \brief How the expected evaluation stores ring entries: as the implementation's ring does
  *  (BF16 o → kProduction, FP32 → kFull). */
 StateStorage expected_storage(const macv_caps& caps);
+/*! \brief What the outputs of an implementation declaring `caps.decisions` are graded against. */
+Grading grading(const macv_caps& caps);
 
 /*! \brief Capabilities as `key = value` lines (the file protocol's declaration, and the
  *  certificate's record of a plugin's); lists comma-separated, "any" for an empty list. */

@@ -13,6 +13,9 @@
  *   * ring entry of m: written iff the request is ready, q̃ a bit copy, state within the
  *     entry tolerances of prefix ⊕ band (empty iff expected empty);
  *   * ineligible heads bit-identical to the full-attention kernel (when reported).
+ *  An implementation that reports no decisions (Grading::kMacValues) skips the first; a plain
+ *  decode kernel (Grading::kExact) is held to exact attention attn(q_m, [0, m]) for its output
+ *  and LSE, m + 1 keys read, and has no ring entry or eligibility to check.
  */
 #include "mac/verify/expected.hpp"
 #include "mac/verify/impl.hpp"
@@ -23,7 +26,26 @@
 
 namespace mac::verify {
 
-/*! \brief Acceptance limits. */
+/*! \brief Acceptance limits. The defaults are the BF16 kernels' (gpu()), fixed by DESIGN §3 and
+ *  docs/semantics.md §4; why they hold, with u = 2^-8 ≈ 3.9e-3 the unit roundoff of BF16
+ *  (8 significant bits, round to nearest even):
+ *   - out_rel_l2 = 1e-2 ≈ 2.6 u. A BF16 output rounds each element with a relative error
+ *     ≤ u, so rounding alone gives ‖δo‖ ≤ u‖o‖, rel L2 ≤ u. A reused BF16 ring entry is
+ *     rounded by the expected evaluation too (StateStorage::kProduction), but the kernel's
+ *     FP32 entry can round to the neighbouring BF16 value: one ulp, 2u relative, on those
+ *     elements, weighted by the prefix's share (≤ 1) of the softmax mass. Inputs are the same
+ *     BF16 values on both sides and FP32 accumulation adds ~1e-6. The limit covers the output
+ *     rounding and such one-ulp disagreements, never a wrong range or weight (those are O(1));
+ *     the H200 run of the 901-case matrix (docs/verification.md "GPU full matrix", the tree
+ *     of 2590497) measured 5.3e-3 ≈ 1.4 u at worst, 1.9× below it.
+ *   - lse = 1e-3, relative to max(1, |L|). L stays FP32 (never BF16): an absolute error δ in
+ *     L is a relative error ≈ δ of the softmax denominator, so 1e-3 allows 0.1 %, a quarter
+ *     of one BF16 rounding; above |L| = 1 it scales with |L| because FP32 logits s·q·k carry
+ *     rounding errors proportional to their size (see logit_conditioned). The same H200 run's
+ *     largest |ΔL| is 1.95e-3, at a case with |L| above 1.95 (every case passed).
+ *   - entry_rel_l2, entry_lse: a ring entry (prefix ⊕ band) is stored as the output is (BF16
+ *     o, FP32 L) and reused by later steps, so the same budget applies; measured worst 5.4e-3.
+ *  cpu() replaces all four with 1024 FP32 epsilons for the FP32 reference. */
 struct Tolerances {
   double out_rel_l2 = 1e-2;    //!< per head, vs the FP64 oracle of the same decisions
   double lse = 1e-3;           //!< |ΔL| ≤ lse·max(1, |L|)
@@ -76,6 +98,8 @@ struct CaseResult {
   CaseSpec spec;
   CaseStatus status = CaseStatus::kPass;
   std::string message;  //!< first failure, skip reason or error
+  std::string replay;   //!< the command that replays a failure or error ("" otherwise)
+  int64_t trials = 0;   //!< trials run (0: skipped or not applicable; stops at a failing one)
   double wall_s = 0;
   std::vector<HeadMetrics> heads;  //!< [batch·Hq]
   std::vector<StepRecord> steps;   //!< kept only when requested (keep_steps) or on failure
@@ -88,6 +112,15 @@ struct CaseResult {
   double mac_vs_full_rel_l2_max = 0;
 };
 
+/*! \brief What an implementation's outputs are graded against (macv_caps.decisions). */
+enum class Grading : int {
+  kMac = 0,        //!< decisions checked; values vs the oracle at those decisions
+  kMacValues = 1,  //!< no decisions reported: values vs the oracle at the expected decisions
+  kExact = 2,      //!< a plain decode kernel: o, lse vs exact attention attn(q_m, [0, m])
+};
+/*! \brief One line for the certificate: what `g` grades against and what it leaves unchecked. */
+const char* grading_text(Grading g);
+
 struct RunOptions {
   Tolerances tol;
   /*! \brief How the expected evaluation stores ring entries (see Expected): kFull for the
@@ -97,6 +130,7 @@ struct RunOptions {
   bool keep_steps_on_failure = true;
   /*! \brief Mixed into every case's seed (with_nonce; 0: the matrix's own seeds). */
   uint64_t nonce = 0;
+  Grading grading = Grading::kMac;
 };
 
 /*! \brief Generates the inputs (of the case's seed mixed with opt.nonce), runs `impl` and the
@@ -105,6 +139,14 @@ struct RunOptions {
  *  `inputs_out` is non-null the generated inputs are moved there (for reproducers). */
 CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions& opt,
                     CaseInputs* inputs_out = nullptr);
+
+/*! \brief Runs the case `trials` times (≥ 1), trial t with the nonce trial_nonce(opt.nonce, t)
+ *  (inputs.hpp), and stops at the first trial that does not pass. The result is that trial's
+ *  status and message (prefixed "trial t of N (nonce 0x…)" when N > 1) and its step records;
+ *  counters are summed and error maxima maximised over the trials run, `trials` counts them.
+ *  `*nonce_out` is the nonce of the last trial run (the one a replay needs). */
+CaseResult run_trials(const CaseSpec& spec, Implementation& impl, const RunOptions& opt, int trials,
+                      uint64_t* nonce_out);
 
 /*! \brief Relative L2 ‖a − b‖/‖b‖ in FP64 (NaN-safe: any NaN gives +inf; ‖b‖ = 0 gives ‖a‖). */
 double rel_l2(const std::vector<double>& a, const Eigen::VectorXd& b, double* max_abs = nullptr);

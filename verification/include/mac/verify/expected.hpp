@@ -61,10 +61,19 @@ class Expected {
   std::vector<ExpectedHead> step_request(int i, int64_t m);
   void match_head(int i, int h, int64_t m, ExpectedHead* out) const;
   oracle::State store(const oracle::State& s) const;  //!< rounds as storage_ keeps entries
+  /*! \brief Ring slot of position p for head h of request i (slot p mod slots_[i]). */
+  Slot& slot(int i, int h, int64_t p) {
+    const int64_t n = slots_[static_cast<size_t>(i)];
+    return rings_[static_cast<size_t>(i)][static_cast<size_t>(h * n + p % n)];
+  }
+  const Slot& slot(int i, int h, int64_t p) const {
+    return const_cast<Expected*>(this)->slot(i, h, p);
+  }
 
   const CaseInputs& in_;
   StateStorage storage_;
-  std::vector<std::vector<Slot>> rings_;  //!< [batch][Hq·M]
+  std::vector<std::vector<Slot>> rings_;  //!< [batch][Hq·slots]
+  std::vector<int64_t> slots_;            //!< [batch] min(M, P + steps)
 };
 
 }  // namespace mac::verify

@@ -16,6 +16,7 @@ namespace mac::verify {
 
 /*! \brief What an implementation reports for one (request, query head) of one step. */
 struct HeadOutput {
+  bool decision_reported = true;  //!< false: hit and match_pos are not the implementation's
   bool hit = false;
   int64_t match_pos = -1;  //!< −1 on a miss
   int64_t keys_read = -1;  //!< KV tokens attended to (−1: not reported)

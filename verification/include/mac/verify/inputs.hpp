@@ -50,6 +50,12 @@ CaseInputs make_inputs(const CaseSpec& spec);
  *  earlier run cannot pass, while a replay given the same nonce draws the same inputs. */
 CaseSpec with_nonce(const CaseSpec& spec, uint64_t nonce);
 
+/*! \brief The nonce of trial `trial` (0-based) of a run whose nonce is `run_nonce`: trial 0 uses
+ *  the run's own (so one trial is the run as before), every later trial a non-zero value
+ *  derived from both. Each trial thus draws inputs of its own, an answer cached from an earlier
+ *  trial cannot pass a later one, and a failing trial replays with `--nonce` of its value. */
+uint64_t trial_nonce(uint64_t run_nonce, int trial);
+
 /*! \brief Counter-based uniform in [0, 1) (splitmix64). */
 double uniform01(uint64_t seed, uint64_t stream, uint64_t index);
 

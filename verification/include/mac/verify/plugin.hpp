@@ -52,7 +52,7 @@ class Channel {
   virtual const macv_caps& caps() const = 0;
   /*! \brief Memory for a case arena of `bytes` bytes, valid until the next call. */
   virtual uint8_t* arena(size_t bytes) = 0;
-  /*! \brief Limits the case that starts now to `seconds` (0: none). */
+  /*! \brief Limits each following case to `seconds` (0: none), from begin_case to end_case. */
   virtual void set_case_timeout(double seconds) { (void)seconds; }
   virtual Reply begin_case(const abi::CaseLayout& layout) = 0;
   virtual Reply prefill(const std::vector<abi::Range>& dirty) = 0;
@@ -68,9 +68,12 @@ PluginApi load_plugin(const std::string& path);
 std::unique_ptr<Channel> make_local_channel(const PluginApi& api);
 
 /*! \brief A channel to a worker process running `worker_exe --plugin-worker FD` (normally
- *  /proc/self/exe, i.e. mac-verify) that loads `path`. InputError if the plugin cannot be
- *  loaded or declares invalid capabilities. */
-std::unique_ptr<Channel> make_worker_channel(const std::string& path,
+ *  /proc/self/exe, i.e. mac-verify) that loads `path`. Every load of the plugin in a (re)started
+ *  worker (dlopen, macv_abi_version, macv_query) must finish within `load_timeout_s` (0: no
+ *  limit); each case within the time given by set_case_timeout, counted from begin_case after
+ *  any restart. InputError if the plugin cannot be loaded in time or declares invalid
+ *  capabilities. */
+std::unique_ptr<Channel> make_worker_channel(const std::string& path, double load_timeout_s,
                                              const std::string& worker_exe = "/proc/self/exe");
 
 /*! \brief An implementation under test driven through a channel: the ABI core lays each case

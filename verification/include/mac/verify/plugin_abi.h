@@ -11,12 +11,13 @@
  *  docs/verification.md walks through a complete plugin (plugins/minimal_c/minimal_plugin.c).
  *
  *  One call of macv_step is one decode step of docs/semantics.md §3 for a batch of B requests of
- * one layer shape (D, Hq = G·Hkv, Hkv). The driver owns every buffer: the paged KV cache, the page
- * table, positions, readiness, the queries, the ring (q̃, o, L and position per slot) and the
- * outputs (destination passing). The plugin reads the inputs, reads the ring, writes ring slot `m
- * mod M` of each ready request (if it declares `writes_ring`), and writes the outputs. Everything
- * it needs from one step to the next is in the ring: the driver may hand the same handle inputs it
- * has never seen.
+ * one layer shape (D, Hq = G·Hkv, Hkv); for a plain decode kernel (caps.decisions =
+ * MACV_DECISIONS_EXACT) one step of exact attention, without the ring. The driver owns every
+ * buffer: the paged KV cache, the page table, positions, readiness, the queries, the ring (q̃, o, L
+ * and position per slot) and the outputs (destination passing). The plugin reads the inputs, reads
+ * the ring, writes ring slot `m mod M` of each ready request (if it declares `writes_ring`), and
+ * writes the outputs. Everything it needs from one step to the next is in the ring: the driver may
+ * hand the same handle inputs it has never seen.
  *
  *  What the driver checks besides the results (each rules out a way of gaming it):
  *   - every output is filled with NaN (integers with an invalid value) before every call,
@@ -56,7 +57,13 @@ extern "C" {
 #define MACV_API
 #endif
 
-/*! \brief The ABI version this header describes; macv_abi_version() returns it. */
+/*! \brief The ABI version this header describes; macv_abi_version() returns it.
+ *
+ *  Still 1 with the fields appended to macv_caps since (`decisions`): the driver zeroes the
+ *  struct and sets struct_size before macv_query, so a plugin built before a field leaves it 0,
+ *  which means that plugin's behaviour (it reports hit and match_pos); and a plugin writes an
+ *  appended field only where struct_size covers it (MACV_CAPS_HAS), so it also loads in a
+ *  driver whose struct ends before the field. Everything else is unchanged. */
 #define MACV_ABI_VERSION 1
 
 /*! \brief Element types. */
@@ -95,6 +102,32 @@ enum macv_policy {
   MACV_POLICY_REFRESH = 2    /*!< params.refresh > 0: head h misses at every m with
                                   (m + ⌊h·refresh/Hq⌋) mod refresh = 0 */
 };
+
+/*! \brief What a step reports of its decisions (macv_caps.decisions), and so what it is graded
+ *  against. */
+enum macv_decisions {
+  /*! A MAC kernel that writes hit and match_pos (the value of a plugin built before the field):
+   *  every decision is checked against docs/semantics.md §3, and the outputs and ring entries
+   *  against the FP64 oracle at those decisions. */
+  MACV_DECISIONS_REPORTED = 0,
+  /*! A MAC kernel that does not expose its decisions: hit and match_pos are NULL. Its outputs
+   *  and ring entries are graded against the FP64 oracle at the *expected* decisions; no
+   *  decision is checked, so a different decision shows only where it moves a value past the
+   *  tolerances. Everything else (ring, keys_read, full attention, the checks below) as 0. */
+  MACV_DECISIONS_UNREPORTED = 1,
+  /*! A plain decode kernel: it never reuses, every step's o and lse are exact attention
+   *  attn(q_m, [0, m]), graded against the FP64 oracle's. It has no ring: ring_q, ring_o,
+   *  ring_lse, ring_pos, ring_depth, hit and match_pos are NULL, and it must declare
+   *  writes_ring, prefills, full_attention and policies 0 (ring_layouts and sinks are then
+   *  ignored). The MAC-specific checks (decisions, ring entries, eligibility, policies) do not
+   *  apply; every case whose shape it supports is applicable, and all the output checks of
+   *  every case apply (tokens beyond kv_len NaN, inputs unchanged, outputs poisoned). */
+  MACV_DECISIONS_EXACT = 2
+};
+
+/*! \brief Whether a plugin may write field `f` of *caps: struct_size (set by the driver) covers
+ *  it. Needed for the fields appended after version 1's first layout (`decisions`). */
+#define MACV_CAPS_HAS(caps, f) ((caps)->struct_size >= offsetof(macv_caps, f) + sizeof((caps)->f))
 
 /*! \brief A strided tensor (DLPack-like). `shape` and `strides` have `ndim` entries; strides
  *  are in elements. `data == NULL` means "not provided / not wanted". */
@@ -153,6 +186,8 @@ typedef struct macv_caps {
   int32_t policies;         /*!< bit mask of enum macv_policy it implements (0: none; a
                                  policy-forced miss is a miss of §3: exact attention, exact
                                  entry of depth 0 written when ready) */
+  /* Appended after version 1's first layout; write only if MACV_CAPS_HAS(caps, field). */
+  int32_t decisions; /*!< enum macv_decisions (0: reports hit and match_pos) */
 } macv_caps;
 
 /*! \brief Parameters of one case, fixed for the handle's life. */
@@ -187,6 +222,7 @@ typedef struct macv_step_inputs {
   macv_tensor position;   /*!< [B] I64: m of each request (kv_len = m + 1, its own K/V cached) */
   macv_tensor
       ready; /*!< [B] U8: 1 ready (docs/semantics.md §3.2); 0: exact attention, no ring write */
+  /* The ring (data NULL for a plain decode kernel, MACV_DECISIONS_EXACT). */
   macv_tensor ring_q;     /*!< [B, Hq, M, D] BF16 (in/out): q̃ of the position the slot holds */
   macv_tensor ring_o;     /*!< [B, Hq, M, D] caps.ring_o_dtype (in/out): state o over
                                [Fe(E(p)), E(p)) */
@@ -207,8 +243,9 @@ typedef struct macv_step_outputs {
   macv_tensor o;         /*!< [B, Hq, D] caps.out_dtype: normalised output */
   macv_tensor lse;       /*!< [B, Hq] F32: output LSE (natural log unless caps.lse_base2) */
   macv_tensor hit;       /*!< [B, Hq] U8: 1 hit, 0 miss (the decisions are part of the
-                              contract, docs/semantics.md §3.1) */
-  macv_tensor match_pos; /*!< [B, Hq] I64: matched p, −1 on a miss */
+                              contract, docs/semantics.md §3.1); NULL unless caps.decisions is
+                              MACV_DECISIONS_REPORTED */
+  macv_tensor match_pos; /*!< [B, Hq] I64: matched p, −1 on a miss; NULL as hit */
   macv_tensor keys_read; /*!< [B, Hq] I64: KV tokens attended to (NULL unless
                               reports_keys_read) */
 } macv_step_outputs;

@@ -25,8 +25,11 @@ struct ReportMeta {
   std::string impl_caps;      //!< its declared capabilities (abi::caps_to_text)
   int abi_version = 0;        //!< plugin ABI version (0: built into the driver)
   uint64_t nonce = 0;         //!< mixed into every case's seed (0: the matrix's own seeds)
-  std::string nonce_source = "none";  //!< "drawn" by this run, "given" (--nonce), or "none"
-  std::string subset;                 //!< "all", "smoke", "case:ID", ...
+  std::string nonce_source = "none";  //!< "drawn" by this run, "given" (--nonce), "replay",
+                                      //!< "export" (--grade) or "none"
+  int trials = 1;                     //!< runs of every case (--trials), each its own nonce
+  std::string grading;  //!< what the outputs were graded against (abi::grading_text; "" built in)
+  std::string subset;   //!< "all", "smoke", "case:ID", ...
   std::string shard = "0/1";
   std::string command;      //!< the command line
   std::string created;      //!< UTC time the run started
@@ -61,10 +64,11 @@ Report read_report(const std::string& path);
 Report merge_reports(const std::vector<Report>& shards);
 
 /*! \brief The human-readable certificate (Markdown) written beside the HDF5 report: the
- *  verdict, identity (implementation, commits, matrix hash), environment, tolerances, per
- *  family pass/fail/skip/error/not-applicable counts with the worst errors, and for every
- *  failing case its message and the command that replays it (`replays`, one per failing case
- *  in report order). */
+ *  verdict, identity (implementation, commits, matrix hash, nonce and where it came from,
+ *  trials), environment, tolerances, per family pass/fail/skip/error/not-applicable counts
+ *  with the worst errors, and for every failing case its message and the command that
+ *  replays it: the case's own CaseResult::replay (kept in the report, so a merge of shards
+ *  carries it), else `replays[k]` for the k-th failing case in report order. */
 std::string certificate_markdown(const Report& r, const std::vector<std::string>& replays,
                                  const std::string& environment);
 
