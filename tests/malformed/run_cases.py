@@ -9,11 +9,6 @@ Each case runs one program in a fresh directory and checks
     unchanged (an existing output survives a failed run), and each path in `absent` does
     not exist (no output under its final name).
 
-A case with `known_bug` states what a correct program does where today's does not (the
-text names the bug): it is reported as XFAIL and does not fail the suite while the bug is
-there, and as XPASS, which fails the suite, once the program passes it, so that the mark
-is removed with the fix.
-
     run_cases.py --bin BUILD/bin --data data [--sanitized] [--only SUBSTRING]
 
 `--sanitized`: the programs are built with AddressSanitizer, which reserves terabytes of
@@ -45,11 +40,11 @@ TINY = ["--steps", "8", "--ring", "16", "--tail", "8", "--gen-min", "0", "--laye
 
 class Case:
     def __init__(self, name, argv, code, says=(), setup=None, keep=(), absent=(), fsize=None,
-                 vmem=None, kill=None, after=None, sanitized_skip=False, known_bug=None):
+                 vmem=None, kill=None, after=None, sanitized_skip=False):
         self.name, self.argv, self.code, self.says = name, argv, code, says
         self.setup, self.keep, self.absent = setup, keep, absent
         self.fsize, self.vmem, self.kill, self.after = fsize, vmem, kill, after
-        self.sanitized_skip, self.known_bug = sanitized_skip, known_bug
+        self.sanitized_skip = sanitized_skip
 
 
 # --- inputs ----------------------------------------------------------------------------
@@ -272,6 +267,23 @@ def report_has_cases(ids):
             assert got == ids, f"r.h5 holds cases {got}, not {ids}"
             assert int(f.attrs["cases"]) == len(ids), f"r.h5 declares {f.attrs['cases']} cases"
         assert os.path.exists(os.path.join(d, "r.md")), "r.md was not written"
+    return check
+
+
+def report_case_status(case_id, status, names=()):
+    """After a run: r.h5 and r.md exist, case `case_id` has `status` (0 pass, 1 fail, 2 skip,
+    3 error, 4 not applicable) and the certificate r.md names each string of `names` (a case's
+    message is the report's and the certificate's, not stderr's)."""
+    def check(d):
+        with h5py.File(os.path.join(d, "r.h5"), "r") as f:
+            ids = [int(i) for i in f["cases/id"][...]]
+            assert case_id in ids, f"r.h5 holds cases {ids}, not {case_id}"
+            got = int(f["cases/status"][ids.index(case_id)])
+            assert got == status, f"case {case_id} has status {got}, not {status}"
+        with open(os.path.join(d, "r.md")) as f:
+            md = f.read()
+        for n in names:
+            assert n in md, f"r.md does not name {n!r}"
     return check
 
 
@@ -591,37 +603,33 @@ def cases():
     GRADE = ["mac-verify", "--quiet", "--no-summary", "--max-repro", "0", "--grade", "{d}/e",
              "--out", "{d}/r.h5"]
     OUT0 = "e/outputs/case-00000.h5"
-    # Known bugs (verification/src/file_protocol.cpp): a dataset the grader cannot read
-    # throws in FileImpl::begin and run_case's cleanup then crashes in FileImpl::end (SIGSEGV,
-    # no message); h5::read converts any dtype, so a float32 `hit` or an int32 `match_pos` is
-    # graded as if right; no outputs file is checked before the run, so even a fixed begin()
-    # would leave a report of an errored case instead of refusing the input.
-    crash = "a missing or short outputs dataset crashes the grader (SIGSEGV in FileImpl::end)"
-    dtype = "the grader converts an outputs dataset of the wrong dtype instead of refusing it"
-    for name, mutate, says, bug in [
-            ("missing lse", lambda f: f.__delitem__("lse"), [OUT0, "lse", "missing"], crash),
+    # An outputs file the grader cannot take (a dataset missing, short, or of another dtype:
+    # h5 would convert it) is that case's ERROR, as a missing outputs file is (docs/certify.md):
+    # the run goes on, the verdict is FAIL (exit 1), and the message names file and dataset.
+    for name, mutate, says in [
+            ("missing lse", lambda f: f.__delitem__("lse"), [OUT0, "lse", "missing"]),
             ("short o", lambda f: replace(f, "o", data=f["o"][...].reshape(-1)[:7]),
-             [OUT0, "'o'"], crash),
+             [OUT0, "'o'", "7 elements"]),
             ("hit as float32",
-             lambda f: replace(f, "hit", data=f["hit"][...].astype("f4")), [OUT0, "hit"],
-             dtype),
+             lambda f: replace(f, "hit", data=f["hit"][...].astype("f4")),
+             [OUT0, "'hit'", "float type of 4 bytes"]),
             ("match_pos as int32",
              lambda f: replace(f, "match_pos", data=f["match_pos"][...].astype("i4")),
-             [OUT0, "match_pos"], dtype)]:
-        c.append(Case(f"verify grade {name}", GRADE, 2, says, setup=graded(outputs=mutate),
-                      absent=OUT_R, known_bug=bug))
+             [OUT0, "'match_pos'", "integer type of 4 bytes"])]:
+        c.append(Case(f"verify grade {name} is the case's ERROR", GRADE, 1,
+                      setup=graded(outputs=mutate), after=report_case_status(0, 3, says)))
     c += [
         # The control: the same export and outputs, unchanged, grade PASS.
         Case("verify grade of the reference's outputs passes", GRADE, 0, [], setup=graded(),
              after=report_has_cases([0])),
         Case("verify grade outputs dir missing", GRADE + ["--outputs", "{d}/no/such"], 2,
              ["no/such"], setup=graded(), absent=OUT_R),
-        Case("verify grade inputs with a truncated k_cache", GRADE, 2,
-             ["e/inputs/case-00000.h5", "k_cache"],
+        # Inputs that are not the case's leave nothing to grade: the case's ERROR.
+        Case("verify grade inputs with a truncated k_cache is the case's ERROR", GRADE, 1,
              setup=graded(inputs=lambda f: replace(
-                 f, "k_cache", data=f["k_cache"][...].reshape(-1)[:100])), absent=OUT_R,
-             known_bug="an inputs file's k_cache is read without its size checked: a truncated "
-                       "one is graded PASS"),
+                 f, "k_cache", data=f["k_cache"][...].reshape(-1)[:100])),
+             after=report_case_status(0, 3, ["e/inputs/case-00000.h5", "'k_cache'",
+                                             "100 elements"])),
     ]
     return c
 
@@ -725,7 +733,7 @@ def main():
     ap.add_argument("--only", default="")
     args = ap.parse_args()
     ctx = Ctx(args)
-    passed = failed = skipped = xfailed = 0
+    passed = failed = skipped = 0
     table = [c for c in cases() if args.only in c.name]
     names = [c.name for c in table]
     assert len(names) == len(set(names)), "case names must be unique"
@@ -738,23 +746,14 @@ def main():
             t0 = time.time()
             problems, err = run_case(ctx, case, d)
         dt = time.time() - t0
-        if problems and case.known_bug:
-            xfailed += 1
-            print(f"XFAIL {case.name} ({dt:.1f} s), known bug: {case.known_bug}: "
-                  + "; ".join(problems))
-        elif problems:
+        if problems:
             failed += 1
             print(f"FAIL {case.name} ({dt:.1f} s): " + "; ".join(problems))
             print("     stderr: " + err.strip().replace("\n", "\n             "))
-        elif case.known_bug:
-            failed += 1
-            print(f"XPASS {case.name} ({dt:.1f} s): the program now does what the case asks; "
-                  f"remove its known_bug mark ({case.known_bug})")
         else:
             passed += 1
             print(f"ok   {case.name} ({dt:.1f} s)")
-    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
-          + (f", {xfailed} known bugs (XFAIL)" if xfailed else ""))
+    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     return 1 if failed else 0
 
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <type_traits>
 
 namespace mac::verify::files {
 namespace {
@@ -56,6 +57,23 @@ std::vector<float> as_f32(const AbiCase& ab, int t) {
 }
 
 const char* dtype_text(int d) { return d == MACV_F32 ? "f32" : "bf16"; }
+
+/*! Dataset `name` of a user's outputs file, read as T with `count` elements. Its HDF5 type
+ *  must be T's (class and size): h5::read converts, so a float32 `hit` or an int32
+ *  `match_pos` would otherwise be graded as if it were right. */
+template <typename T>
+std::vector<T> read_output(hid_t h, const char* name, int64_t count) {
+  const h5::Dataset ds = h5::open_dataset(h, name);
+  const bool fp = std::is_floating_point_v<T>;
+  require(ds.type_class == (fp ? H5T_FLOAT : H5T_INTEGER) && ds.type_size == sizeof(T),
+          h5::file_name(h), ": dataset '", name, "' is of ",
+          ds.type_class == H5T_FLOAT     ? "float"
+          : ds.type_class == H5T_INTEGER ? "integer"
+                                         : "another",
+          " type of ", ds.type_size, " bytes, expected ", fp ? "float" : "integer", " of ",
+          sizeof(T), " bytes (docs/certify.md, the outputs schema)");
+  return h5::read<T>(h, name, count);
+}
 
 /*! Opens a file of the protocol, requiring its schema and version. */
 h5::Handle open_checked(const std::string& path, const char* schema) {
@@ -277,6 +295,7 @@ class FileImpl final : public Implementation {
 
   void begin(const CaseInputs& in) override {
     problem_.clear();
+    loaded_ = false;
     const auto& c = in.spec;
     const std::string ipath = (fs::path(dir_) / fk::kInputsDir / case_file(c.id)).string();
     const std::string opath = (fs::path(set_.outputs_dir) / case_file(c.id)).string();
@@ -317,32 +336,33 @@ class FileImpl final : public Implementation {
     require(h5::attr_string(h, vs::kNonce) == nonce_text(set_.nonce), opath, ": nonce ",
             h5::attr_string(h, vs::kNonce), " is not the export's ", nonce_text(set_.nonce),
             " (outputs of another export?)");
-    o_ = h5::read<float>(h, fk::kO, S * B * Hq * D);
-    lse_ = h5::read<float>(h, fk::kLse, S * B * Hq);
+    o_ = read_output<float>(h, fk::kO, S * B * Hq * D);
+    lse_ = read_output<float>(h, fk::kLse, S * B * Hq);
     hit_.clear();
     mpos_.clear();
     if (set_.caps.decisions == MACV_DECISIONS_REPORTED) {
-      hit_ = h5::read<uint8_t>(h, fk::kHit, S * B * Hq);
-      mpos_ = h5::read<int64_t>(h, fk::kMatchPos, S * B * Hq);
+      hit_ = read_output<uint8_t>(h, fk::kHit, S * B * Hq);
+      mpos_ = read_output<int64_t>(h, fk::kMatchPos, S * B * Hq);
     }
     keys_.clear();
     slot_q_.clear();
     slot_o_.clear();
     slot_lse_.clear();
     slot_pos_.clear();
-    if (set_.caps.reports_keys_read) keys_ = h5::read<int64_t>(h, fk::kKeysRead, S * B * Hq);
+    if (set_.caps.reports_keys_read) keys_ = read_output<int64_t>(h, fk::kKeysRead, S * B * Hq);
     if (set_.caps.writes_ring) {
-      slot_q_ = h5::read<uint16_t>(h, fk::kSlotQ, S * B * Hq * D);
-      slot_o_ = h5::read<float>(h, fk::kSlotO, S * B * Hq * D);
-      slot_lse_ = h5::read<float>(h, fk::kSlotLse, S * B * Hq);
-      slot_pos_ = h5::read<int64_t>(h, fk::kSlotPos, S * B * Hq);
+      slot_q_ = read_output<uint16_t>(h, fk::kSlotQ, S * B * Hq * D);
+      slot_o_ = read_output<float>(h, fk::kSlotO, S * B * Hq * D);
+      slot_lse_ = read_output<float>(h, fk::kSlotLse, S * B * Hq);
+      slot_pos_ = read_output<int64_t>(h, fk::kSlotPos, S * B * Hq);
     }
     if (ring_) {
-      fin_q_ = h5::read<uint16_t>(h, fk::kRingQ, B * Hq * M * D);
-      fin_o_ = h5::read<float>(h, fk::kRingO, B * Hq * M * D);
-      fin_lse_ = h5::read<float>(h, fk::kRingLse, B * Hq * M);
-      fin_pos_ = h5::read<int64_t>(h, fk::kRingPos, B * Hq * M);
+      fin_q_ = read_output<uint16_t>(h, fk::kRingQ, B * Hq * M * D);
+      fin_o_ = read_output<float>(h, fk::kRingO, B * Hq * M * D);
+      fin_lse_ = read_output<float>(h, fk::kRingLse, B * Hq * M);
+      fin_pos_ = read_output<int64_t>(h, fk::kRingPos, B * Hq * M);
     }
+    loaded_ = true;
   }
 
   void step(int64_t s, StepOutput* out) override {
@@ -384,6 +404,13 @@ class FileImpl final : public Implementation {
   }
 
   std::string end() override {
+    if (!loaded_) {
+      // begin() threw (its message is the case's ERROR): nothing was loaded to compare.
+      ab_.reset();
+      problem_.clear();
+      return {};
+    }
+    loaded_ = false;
     auto differs = [](const auto& a, const auto* b) {
       // memcmp with a null pointer is undefined even for 0 bytes (an empty vector's data()).
       return !a.empty() && std::memcmp(a.data(), b, a.size() * sizeof(a[0])) != 0;
@@ -433,7 +460,8 @@ class FileImpl final : public Implementation {
   GradeSet set_;
   std::string dir_;
   std::unique_ptr<AbiCase> ab_;
-  bool ring_ = true;  //!< the case has a ring (all but a plain decode kernel's)
+  bool ring_ = true;     //!< the case has a ring (all but a plain decode kernel's)
+  bool loaded_ = false;  //!< begin() read every file of the case
   std::vector<uint8_t> arena_;
   std::string problem_;
   std::vector<uint16_t> q_, qt_, k_, v_, slot_q_, fin_q_;
