@@ -185,7 +185,7 @@ def plan(quick: bool, greedy_prompt: int, greedy_new: int) -> List[tuple]:
         tf("cap 1", tau=0.45, depth_cap=1), ("layer-tau", 0.5), tf("tau 0.6", tau=0.6),
         tf("cap 2", tau=0.45, depth_cap=2), tf("refresh 4", tau=0.45, refresh=4),
         tf("cap 3", tau=0.45, depth_cap=3), tf("cap 4", tau=0.45, depth_cap=4),
-        tf("cap 6", tau=0.45, depth_cap=6), tf("refresh 16", tau=0.45, refresh=16),
+        tf("refresh 16", tau=0.45, refresh=16),
         ("layer-tau", 0.8), tf("sinks 4", tau=0.45, sinks=4), tf("tau 0.45", tau=0.45)]
 
 
@@ -208,15 +208,17 @@ def _child(job):
     os._exit(0)
 
 
-def schedule(items: List[tuple], out: str, jobs: int, head_dim: int, prepare):
+def schedule(items: List[tuple], out: str, jobs: int, head_dim: int, prepare,
+             load: List[float]):
     """Runs the plan's jobs, each in a process forked when it starts, at most `jobs` at a time
     and in plan order among those ready. `prepare()` (the prompt and exact teacher-forced
     passes every teacher-forced job compares with) runs here first, while greedy jobs, which
     do not need it, already run beside it; a layer-tau job is ready once the first job, the
-    K = 0 pass, is done. Returns the results in plan order and the per-layer τ tables."""
+    K = 0 pass, is done. Returns the results in plan order; appends the machine's 1-minute load average to `load` about once a minute."""
     tables: Dict[str, List[float]] = {}
     done: Dict[int, List[dict]] = {}
     prepared = False
+    load.append(os.getloadavg()[0])
 
     def resolve(i):
         kind, sp = items[i]
@@ -239,7 +241,7 @@ def schedule(items: List[tuple], out: str, jobs: int, head_dim: int, prepare):
             i, job = next((i, j) for i, j in ((i, resolve(i)) for i in waiting) if j)
             waiting.remove(i)
             done[i] = _run_saved(job)
-        return [r for i in sorted(done) for r in done[i]], tables
+        return [r for i in sorted(done) for r in done[i]]
 
     from multiprocessing.connection import wait
     ctx = mp.get_context("fork")
@@ -262,7 +264,9 @@ def schedule(items: List[tuple], out: str, jobs: int, head_dim: int, prepare):
         prepared = True
         while waiting or running:
             start(jobs)
-            for sentinel in wait(list(running)):
+            ended = wait(list(running), timeout=60)
+            load.append(os.getloadavg()[0])
+            for sentinel in ended:
                 i, pr, paths = running.pop(sentinel)
                 pr.join()
                 if pr.exitcode != 0:
@@ -273,7 +277,7 @@ def schedule(items: List[tuple], out: str, jobs: int, head_dim: int, prepare):
         for _, pr, _ in running.values():
             pr.terminate()
             pr.join()
-    return [r for i in sorted(done) for r in done[i]], tables
+    return [r for i in sorted(done) for r in done[i]]
 
 
 def main(out: str, jobs: int = 2, prompt: int = 2048, decode: int = 4096,
@@ -298,8 +302,9 @@ def main(out: str, jobs: int = 2, prompt: int = 2048, decode: int = 4096,
         log(f"prompt pass {times['prompt']:.0f} s, exact decode pass {exact.seconds:.0f} s, "
             f"cpu {time.process_time() - c_start:.0f} s")
 
-    results, tables = schedule(plan(quick, greedy_prompt, greedy_new), out, jobs,
-                               _M.cfg.head_dim, prepare)
+    load: List[float] = []
+    results = schedule(plan(quick, greedy_prompt, greedy_new), out, jobs,
+                               _M.cfg.head_dim, prepare, load)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return assemble(out, results, dict(
         command=" ".join(["python", "-m", "macattn.loop"] + sys.argv[1:]),
@@ -307,7 +312,8 @@ def main(out: str, jobs: int = 2, prompt: int = 2048, decode: int = 4096,
         jobs=jobs, exact_seconds=times["exact"], prompt_seconds=times["prompt"],
         wall_seconds=time.time() - t_start, parent_cpu_seconds=time.process_time() - c_start,
         children_cpu_seconds=children.ru_utime + children.ru_stime,
-        layer_tau_tables=tables))
+        load_during=dict(min=min(load), mean=float(np.mean(load)), max=max(load),
+                         samples=len(load))))
 
 
 def assemble(out: str, results: List[dict], run_meta: dict) -> dict:
@@ -324,10 +330,13 @@ def assemble(out: str, results: List[dict], run_meta: dict) -> dict:
                 text_files=text.HELDOUT_FILES, text_sha256=dict(sums), prompt_files=prompts,
                 prompt_sha256=dict(text.read(prompts)[1]) if prompts else {},
                 gen_min=run_meta["prompt"], greedy_gen_min=run_meta["greedy_prompt"],
-                **{k: sorted({sp[f] for sp in specs}, key=float) for k, f in
-                   (("ring", "ring"), ("tail", "tail"), ("sinks", "sinks"))},
+                ring=sorted({sp["ring"] for sp in specs}),
+                tail=sorted({sp["tail"] for sp in specs}),
+                sinks=sorted({sp["sinks"] for sp in specs}),
                 seeds="none: nothing in the study is random",
                 exact=dict(ppl=tf[0]["ppl_exact"] if tf else None),
+                layer_tau_tables={r["policy"]: r["spec"]["layer_tau"] for r in tf
+                                  if r["spec"].get("layer_tau")},
                 job_cpu_seconds=sum(r.get("cpu_seconds", 0.0) for r in results),
                 cpus=os.cpu_count(), load_average=os.getloadavg())
     meta["cpu_seconds"] = meta["job_cpu_seconds"] + run_meta.get("parent_cpu_seconds", 0.0)
@@ -359,7 +368,8 @@ def compare_greedy(runs: List[dict]) -> List[dict]:
                         keys_read=float(np.mean([ls["keys_read"] for ls in r["layers"]]))
                         if r["policy"] != "exact" else 1.0,
                         text=_M.decode(b[:64]) if _M is not None else "",
-                        seconds=r["seconds"], tokens=r["tokens"]))
+                        seconds=r["seconds"], cpu_seconds=r.get("cpu_seconds"),
+                        tokens=r["tokens"]))
     return out
 
 
@@ -478,23 +488,33 @@ def markdown(result: dict, layer_policies=("tau 0.45", "cap 2", "layer-tau 0.5")
 
 def provenance(result: dict) -> str:
     """docs/in-the-loop.md's record of a study.json: the files' sha256, the versions, the
-    command and what the study cost."""
+    command and what the study cost (CPU-seconds per job, wall time and the machine's load)."""
     meta, tf, gr = result["meta"], result["teacher_forced"], result["greedy"]
     sums = dict(meta["text_sha256"], **meta["prompt_sha256"])
     out = ["sha256 of the texts (`/usr/share/common-licenses`) and of the GGUF file:", ""]
     out += [f"    {v}  {k}" for k, v in sums.items()]
     out += [f"    {meta['gguf_sha256']}  {os.path.basename(meta['gguf'])}", "",
-            "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".", "",
-            f"Command: `{meta['command']}` ({meta.get('jobs', '?')} worker processes, "
-            f"{meta['cpus']} CPUs); {len(tf)} teacher-forced passes and {len(gr)} greedy runs "
-            f"(exact runs included); CPU time {meta.get('cpu_seconds', float('nan')):.0f} s "
-            "in all, wall time "
-            + (f"{meta['wall_seconds']:.0f} s" if "wall_seconds" in meta else
-               "not recorded (collected from the job files)") + ", load average at the end "
-            + " / ".join(f"{x:.1f}" for x in meta["load_average"]) + "."]
-    per = sorted((r.get("cpu_seconds", 0.0), r["policy"]) for r in tf if "cpu_seconds" in r)
-    if per:
-        out.append(f"One teacher-forced MAC pass: {per[0][0]:.0f}–{per[-1][0]:.0f} CPU-s.")
+            "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".", ""]
+    ld = meta.get("load_during")
+    out.append(
+        f"Command: `{meta['command']}` ({meta.get('jobs', '?')} worker processes, "
+        f"{meta['cpus']} CPUs); {len(tf)} teacher-forced passes and {len(gr)} greedy runs "
+        f"(exact runs included); CPU time {meta.get('cpu_seconds', float('nan')):.0f} s in all "
+        + (f"({meta['parent_cpu_seconds']:.0f} s of it the prompt and exact passes, the model's "
+           "loading and the tables), " if "parent_cpu_seconds" in meta else "")
+        + "wall time " + (f"{meta['wall_seconds']:.0f} s" if "wall_seconds" in meta else
+                          "not recorded (collected from the job files)")
+        + (f", the machine's 1-minute load average {ld['min']:.1f}–{ld['max']:.1f} (mean "
+           f"{ld['mean']:.1f}, {ld['samples']} samples) during it" if ld else "") + ".")
+    rows = [(r["policy"], r["cpu_seconds"]) for r in tf if "cpu_seconds" in r]
+    by_prompt: Dict[str, List[float]] = {}
+    for g in gr:
+        if g.get("cpu_seconds") is not None:
+            by_prompt.setdefault(g["prompt_file"], []).append(g["cpu_seconds"])
+    rows += [(f"greedy {p} ({len(c)} runs in lockstep)", sum(c)) for p, c in by_prompt.items()]
+    if rows:
+        out += ["", "| job | CPU-s |", "|---|---|"]
+        out += [f"| {name} | {c:.0f} |" for name, c in rows]
     return "\n".join(out)
 
 
@@ -509,7 +529,19 @@ def collect(out: str, prompt: int = 2048, decode: int = 4096, greedy_prompt: int
     for path in sorted(glob.glob(os.path.join(out, "jobs", "*.json"))):
         with open(path) as fh:
             results.append(json.load(fh))
-    results.sort(key=lambda r: (0 if r.get("policy") == "cap0" else 1))
+    # in the study's order (plan), job files it does not plan at the end
+    order: Dict[str, int] = {}
+    for i, (kind, sp) in enumerate(plan(False, greedy_prompt, greedy_new)):
+        if kind == "greedy":
+            for p in sp["policies"]:
+                order[_greedy_name(sp["prompt_file"], p)] = i
+        else:
+            order[sp["name"] if kind == "tf" else f"layer-tau {sp:g}"] = i
+
+    def name(r):
+        return f"greedy {r['prompt_file']} {r['policy']}" if "tokens" in r else r["policy"]
+
+    results.sort(key=lambda r: order.get(name(r), len(order)))
     return assemble(out, results, dict(command="python -m macattn.loop collect " + out,
                                        prompt=prompt, decode=decode, greedy_prompt=greedy_prompt,
                                        greedy_new=greedy_new))
