@@ -136,3 +136,26 @@ def test_tighter_bound_holds_on_real_hits():
         assert r["err"] <= r["B"] * (1 + 1e-9) + 1e-12, r
     # The finding, on these hits: B is no better than the trivial bound on many.
     assert np.mean([r["B"] >= r["trivial"] for r in rows]) > 0.05
+
+
+@needs_model
+def test_lockstep_forward_is_the_single_run_forward(m):
+    # run.greedy_many sends several greedy runs through the model at once (Model.*_many, each
+    # weight block applied to every run's vector in turn); each run must get bit for bit what
+    # the single-run forward gives it, or the study's greedy results would depend on which
+    # runs share a job. Real hidden states (the embeddings of three tokens and the states
+    # after a layer), three layers, one position each.
+    rng = np.random.default_rng(0)
+    hs = [m.embed[t][None, :] for t in (17, 4096, 30000)]
+    pos = [np.array([p]) for p in (300, 1500, 2047)]
+    hs = [m.after_attention(0, h, rng.standard_normal((1, 9, 64)).astype(np.float32))
+          for h in hs]
+    for li in (0, 14, 29):
+        for got, h, p in zip(m.qkv_many(li, hs, pos), hs, pos):
+            for a, b in zip(got, m.qkv(li, h, p)):
+                assert (a == b).all()
+        att = [rng.standard_normal((1, 9, 64)).astype(np.float32) for _ in hs]
+        for got, h, a in zip(m.after_attention_many(li, hs, att), hs, att):
+            assert (got == m.after_attention(li, h, a)).all()
+    for got, h in zip(m.logits_many(hs), hs):
+        assert (got == m.logits(h)).all()
