@@ -378,6 +378,11 @@ def cases():
         Case("study prefill past the trace", STUDY_NO_P + ["--prefill", "384"], 2,
              ["prefill P = 384"], setup=lambda ctx, d: golden(ctx, d), keep=STUDY_CSV),
     ]
+    for value, says in [("0:0.5", ["'0:0.5'", "L=tau"]), ("0=1.5", ["'0=1.5'", "[0, 1)"]),
+                        ("0=0.5,0=0.6", ["'0=0.6'", "twice"]),
+                        ("1=0.5", ["layer 1", "--layers does not select"])]:
+        c.append(Case(f"study layer-tau {value}", STUDY + ["--layer-tau", value], 2, says,
+                      setup=lambda ctx, d: golden(ctx, d), keep=STUDY_CSV))
     # mac-study: config files.
     cfg = ["mac-study", "--out", "{d}/s", "--trace", "{d}/t.h5", "--config", "{d}/c.cfg",
            "--prefill", "256"] + TINY

@@ -372,6 +372,63 @@ BOOST_AUTO_TEST_CASE(rerun_computes_only_missing_runs) {
   BOOST_TEST(std::distance(fs::directory_iterator(runs), fs::directory_iterator()) == files);
 }
 
+BOOST_AUTO_TEST_CASE(a_layer_tau_table_gives_each_layer_its_own_tau) {
+  ScratchDir dir;
+  ref::Trace tr;
+  tr.meta.head_dim = 64;
+  tr.meta.num_q_heads = 4;
+  tr.meta.num_kv_heads = 2;
+  tr.meta.num_layers = 2;
+  tr.meta.softmax_scale = test::default_scale(64);
+  tr.meta.source = "test_study random layers seeds 11, 12";
+  tr.layers.push_back(test::random_layer(120, 4, 2, 64, 11));
+  tr.layers.push_back(test::random_layer(120, 4, 2, 64, 12));
+  const auto trace = dir.path("t.h5");
+  io::write_trace(trace, tr);
+
+  SweepConfig cfg;
+  cfg.traces = {trace};
+  cfg.taus = {0.1, 0.6};
+  cfg.layer_tau = parse_layer_tau({"1=0.9"});
+  cfg.tails = {8};
+  cfg.rings = {16};
+  cfg.gen_min = 0;
+  cfg.prefill = 80;
+  cfg.steps = 24;
+  cfg.progress = false;
+  cfg.threads = 2;
+  cfg.out_dir = dir.path("out");
+  // Layer 0 sweeps both taus, layer 1 runs at its own.
+  const auto table = run_sweep(cfg);
+  BOOST_TEST(table.computed.size() == 3u);
+  std::multiset<std::pair<int64_t, double>> got;
+  for (const auto& h : table.computed) {
+    const auto rr = read_run((fs::path(cfg.out_dir) / "runs" / (h + ".h5")).string());
+    got.insert({rr.spec.layer, rr.spec.params.tau});
+  }
+  BOOST_TEST((got == std::multiset<std::pair<int64_t, double>>{{0, 0.1}, {0, 0.6}, {1, 0.9}}));
+  // The table's run is the run of a plain sweep of that layer at that tau: same key, no rerun.
+  cfg.layer_tau.clear();
+  cfg.layers = {1};
+  cfg.taus = {0.9};
+  const auto plain = run_sweep(cfg);
+  BOOST_TEST(plain.computed.empty());
+  BOOST_TEST(plain.skipped.size() == 1u);
+  // A table naming a layer the sweep does not select stops it.
+  cfg.layer_tau = {{0, 0.5}};
+  BOOST_CHECK_THROW(run_sweep(cfg), std::exception);
+}
+
+BOOST_AUTO_TEST_CASE(layer_tau_entries_are_parsed_strictly) {
+  const auto t = parse_layer_tau({"0=0.8", "29=0.45"});
+  BOOST_TEST(t.size() == 2u);
+  BOOST_TEST(t.at(0) == 0.8);
+  BOOST_TEST(t.at(29) == 0.45);
+  for (const char* bad : {"x", "1", "=0.5", "1=", "1=0.5x", "-1=0.5", "1=1.0", "1=-0.1"})
+    BOOST_CHECK_THROW(parse_layer_tau({bad}), std::exception);
+  BOOST_CHECK_THROW(parse_layer_tau({"2=0.5", "2=0.6"}), std::exception);
+}
+
 BOOST_AUTO_TEST_CASE(hash_covers_the_configuration_and_the_data) {
   const auto l = test::random_layer(64, 2, 1, 64, 1);
   auto a = spec_for(l, 32, 16, MacParams{0.45, 16, 8, 0, 0});

@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(mac::cli::range_below(0.0, 1.0))
       ->capture_default_str();
+  std::vector<std::string> layer_tau;
+  app.add_option("--layer-tau", layer_tau,
+                 "per-layer tau table L=tau,... (semantics §3.3): those layers run at their own "
+                 "tau instead of the --tau list")
+      ->delimiter(',');
   app.add_option("--ring", cfg.rings, "ring capacities M")
       ->delimiter(',')
       ->check(range<int64_t>(1, kMaxTokens))
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
   cfg.progress = !quiet;
 
   return mac::cli::run("mac-study", [&] {
+    cfg.layer_tau = mac::study::parse_layer_tau(layer_tau);
     if (!shard.empty()) {
       const auto s = mac::study::parse_shard(shard);
       cfg.shard_index = s.index;

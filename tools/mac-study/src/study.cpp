@@ -884,6 +884,26 @@ void prepare_output_dir(const SweepConfig& cfg) {
 
 }  // namespace
 
+std::map<int64_t, double> parse_layer_tau(const std::vector<std::string>& entries) {
+  std::map<int64_t, double> table;
+  for (const auto& e : entries) {
+    const auto eq = e.find('=');
+    const std::string l = eq == std::string::npos ? "" : e.substr(0, eq);
+    const std::string t = eq == std::string::npos ? "" : e.substr(eq + 1);
+    char* end = nullptr;
+    const double tau = t.empty() ? 0.0 : std::strtod(t.c_str(), &end);
+    require(!l.empty() && l.size() <= 9 && l.find_first_not_of("0123456789") == std::string::npos &&
+                !t.empty() && end == t.c_str() + t.size(),
+            "--layer-tau '", e, "' is not L=tau (a layer index and a match margin, e.g. 3=0.8)");
+    const int64_t layer = std::stoll(l);
+    require(layer < kMaxLayers, "--layer-tau '", e, "': layer ", layer, " must be < ", kMaxLayers);
+    require(tau >= 0.0 && tau < 1.0, "--layer-tau '", e, "': tau = ", tau, " must be in [0, 1)");
+    require(table.emplace(layer, tau).second, "--layer-tau '", e, "': layer ", layer,
+            " is given twice");
+  }
+  return table;
+}
+
 SweepReport run_sweep(const SweepConfig& cfg) {
   require(!cfg.out_dir.empty(), "no output directory (--out)");
   require(!cfg.taus.empty() && !cfg.rings.empty() && !cfg.tails.empty() && !cfg.sinks.empty() &&
@@ -903,6 +923,13 @@ SweepReport run_sweep(const SweepConfig& cfg) {
         }
   for (auto l : cfg.layers)
     require(l >= 0 && l < kMaxLayers, "layer ", l, " must be >= 0 and < ", kMaxLayers);
+  for (const auto& [l, tau] : cfg.layer_tau) {
+    require(l >= 0 && l < kMaxLayers && tau >= 0.0 && tau < 1.0, "--layer-tau ", l, "=", tau,
+            ": layer must be in [0, ", kMaxLayers, ") and tau in [0, 1)");
+    require(cfg.layers.empty() ||
+                std::find(cfg.layers.begin(), cfg.layers.end(), l) != cfg.layers.end(),
+            "--layer-tau names layer ", l, ", which --layers does not select");
+  }
   // −1 is "unset" (tokens / 2); any other value is the prompt length itself.
   require(cfg.prefill == -1 || (cfg.prefill >= 1 && cfg.prefill <= kMaxTokens),
           "prefill P = ", cfg.prefill, " must be >= 1 and <= ", kMaxTokens);
@@ -983,7 +1010,10 @@ SweepReport run_sweep(const SweepConfig& cfg) {
       lp.layer = layer_ids[li];
       lp.prefill = P;
       lp.steps = S;
-      for (double tau : cfg.taus)
+      const auto own_tau = cfg.layer_tau.find(layer_ids[li]);
+      const std::vector<double> taus =
+          own_tau == cfg.layer_tau.end() ? cfg.taus : std::vector<double>{own_tau->second};
+      for (double tau : taus)
         for (auto M : cfg.rings)
           for (auto r : cfg.tails)
             for (auto F : cfg.sinks)

@@ -132,6 +132,9 @@ struct SweepConfig {
   std::vector<std::string> traces;  //!< empty: the embedded synthetic trace
   std::vector<int64_t> layers;      //!< empty: all layers
   std::vector<double> taus{0.45};
+  /*! A per-layer τ table (semantics §3.3): a layer named here runs at its own τ instead of
+   *  every τ of `taus`; the other layers sweep `taus`. */
+  std::map<int64_t, double> layer_tau;
   std::vector<int64_t> rings{512}, tails{256}, sinks{0};
   std::vector<std::string> variants{"split"}, storages{"production"}, precisions{"fp32"};
   int64_t gen_min = 2048;
@@ -150,6 +153,10 @@ struct SweepConfig {
   int64_t shard_index = 0, shard_count = 1;  //!< compute only shard k of N (no tables if N > 1)
   int64_t merge_shards = 0;  //!< > 0: compute nothing; check all N shards' runs, write tables
 };
+
+/*! \brief Parses `--layer-tau` entries "L=τ" (a whole layer index, τ in [0, 1)); InputError
+ *  names an entry that is malformed, out of range or a second entry for one layer. */
+std::map<int64_t, double> parse_layer_tau(const std::vector<std::string>& entries);
 
 /*! \brief Per-step, per-head metrics of one run, row-major [S, Hq]. NaN where undefined
  *  (the bound quantities on misses). */
