@@ -62,8 +62,9 @@ void bind_io(nb::module_& m) {
   nb::class_<MacParams>(
       m, "MacParams",
       "MAC parameters (docs/semantics.md §3): tau, ring (M), tail (r), sinks (F), gen_min, "
-      "and whatever policy fields the reference adds; keyword arguments set "
-      "any of them.")
+      "the policies depth_cap and refresh (§3.3) and the adaptive gate's gate_window, "
+      "gate_probe, gate_margin, gate_min_hit and gate_fixed_bytes (§3.5); keyword arguments "
+      "set any of them.")
       .def(nb::init<>())
       .def(
           "__init__",
@@ -78,12 +79,27 @@ void bind_io(nb::module_& m) {
               "K: a hit on an entry of chain depth >= K misses (semantics §3.3); -1: no cap")
       .def_rw("refresh", &MacParams::refresh,
               "N: head h misses at m with (m + h*N//Hq) % N == 0 (semantics §3.3); 0: off")
+      .def_rw("gate_window", &MacParams::gate_window,
+              "W: matched steps per window of the adaptive gate (semantics §3.5), in [0, 4096]; "
+              "0: the gate is off")
+      .def_rw("gate_probe", &MacParams::gate_probe,
+              "P: gated steps before the gate matches again, in [1, 2^31 - 1]")
+      .def_rw("gate_margin", &MacParams::gate_margin,
+              "mu per mille: off iff 1000 * sum(bytes with MAC) >= mu * sum(full attention's "
+              "bytes) over a window, in [1, 10000]")
+      .def_rw("gate_min_hit", &MacParams::gate_min_hit,
+              "h_min per mille: off iff 1000 * a window's hits < h_min * Hq * W, in [0, 1000]")
+      .def_rw("gate_fixed_bytes", &MacParams::gate_fixed_bytes,
+              "B_fix: fixed cost of a step in which the match runs, in bytes, in [0, 2^34] "
+              "(a batch of B requests shares it: B_fix / B each)")
       .def("validate", &MacParams::validate, "Raises InputError naming the first bad value.")
       .def("__repr__", [](const MacParams& p) {
         return nb::str(
                    "MacParams(tau={!r}, ring={}, tail={}, sinks={}, gen_min={}, depth_cap={}, "
-                   "refresh={})")
-            .format(p.tau, p.ring, p.tail, p.sinks, p.gen_min, p.depth_cap, p.refresh);
+                   "refresh={}, gate_window={}, gate_probe={}, gate_margin={}, gate_min_hit={}, "
+                   "gate_fixed_bytes={})")
+            .format(p.tau, p.ring, p.tail, p.sinks, p.gen_min, p.depth_cap, p.refresh,
+                    p.gate_window, p.gate_probe, p.gate_margin, p.gate_min_hit, p.gate_fixed_bytes);
       });
 
   nb::class_<StepperConfig>(m, "StepperConfig",

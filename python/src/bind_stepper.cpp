@@ -20,6 +20,7 @@ using mac::msg;
 using mac::require;
 using mac::ref::AttnState;
 using mac::ref::DecodeStepper;
+using mac::ref::GateStep;
 using mac::ref::HeadStep;
 using mac::ref::LayerData;
 using mac::ref::StepResult;
@@ -27,6 +28,17 @@ using mac::ref::StepResult;
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/*! The gate's state of one (request, layer) as a dict (mac::GateState's fields). */
+nb::dict gate_state_dict(const mac::GateState& g) {
+  nb::dict d;
+  d["bytes_mac"] = g.bytes_mac;
+  d["bytes_full"] = g.bytes_full;
+  d["hits"] = g.hits;
+  d["steps"] = g.steps;
+  d["off_left"] = g.off_left;
+  return d;
+}
 
 /*! One decode step's results for all heads, in the stepper's precision T. */
 class Step {
@@ -43,6 +55,9 @@ class Step {
   }
   float threshold() const { return thr_; }
   bool fp64() const { return std::holds_alternative<StepResult<double>>(r_); }
+  const GateStep& gate() const {
+    return std::visit([](const auto& r) -> const GateStep& { return r.gate; }, r_);
+  }
 
   /*! [Hq] array of f(head) for every head. */
   template <typename R, typename F>
@@ -101,6 +116,9 @@ class Stepper {
   double scale() const { return scale_; }
   const mac::StepperConfig& config() const { return cfg_; }
   nb::object layer() const { return layer_obj_; }
+  const mac::GateState& gate_state() const {
+    return f32_ ? f32_->gate_state() : f64_->gate_state();
+  }
 
   void prefill(std::optional<int64_t> P, const std::string& mode) {
     const auto pm = mac::parse_prefill_mode(mode);
@@ -224,8 +242,9 @@ void bind_stepper(nb::module_& m) {
           "hit",
           [](const Step& s) { return s.per_head<bool>([](const auto& h) { return h.hit; }); })
       .MACATTN_PER_HEAD(policy, int8_t, h.policy,
-                        "why a would-be hit missed (semantics §3.3): 0 no policy, 1 refresh due, "
-                        "2 depth cap")
+                        "why an eligible head missed by rule rather than by its match: 0 none, "
+                        "1 refresh due, 2 depth cap (semantics §3.3), 3 gated: the adaptive gate "
+                        "ran the step without the match (§3.5)")
       .MACATTN_PER_HEAD(has_candidate, bool, h.match.has_candidate, "")
       .MACATTN_PER_HEAD(best_pos, int64_t, h.match.best_pos,
                         "nearest candidate argmin (d2, p), -1 if none (hit or not)")
@@ -268,7 +287,34 @@ void bind_stepper(nb::module_& m) {
       .MACATTN_STATE(tail, "(o, lse) = attn(q_m, [tail_begin, m])")
       .MACATTN_STATE(entry,
                      "(o, lse) of entry(m) as stored in the ring (empty where none was written)")
-      .MACATTN_STATE(out, "(o, lse): the output ((prefix ⊕ band) ⊕ sink) ⊕ tail");
+      .MACATTN_STATE(out, "(o, lse): the output ((prefix ⊕ band) ⊕ sink) ⊕ tail")
+      // The adaptive gate's part of the step (semantics §3.5): scalars of the whole step.
+      .def_prop_ro(
+          "gate_mode", [](const Step& s) { return static_cast<int>(s.gate().mode); },
+          "the gate's mode at this step: 0 none (gate off, or the step not eligible), 1 on "
+          "(the match ran and the step counts in the window), 2 off (gated by a window that did "
+          "not pay), 3 floor (gated: no decision of this step could pay); mac-sim's JSON "
+          "step_mode")
+      .def_prop_ro(
+          "gated", [](const Step& s) { return mac::gate_gated(s.gate().mode); },
+          "gate_mode is off or floor: every eligible head missed with policy 3, no match ran")
+      .def_prop_ro(
+          "gate_hits", [](const Step& s) { return s.gate().hits; }, "heads that hit")
+      .def_prop_ro(
+          "gate_group_keys", [](const Step& s) { return s.gate().group_keys; },
+          "the keys the KV groups read, summed: each group its sinks and [lo, m], lo its heads' "
+          "least band start")
+      .def_prop_ro(
+          "gate_bytes", [](const Step& s) { return s.gate().bytes; },
+          "the byte model's bytes of the step as run: with MAC where the match ran, else full "
+          "attention's plus the entry writes when ready; mac-sim's JSON step_bytes")
+      .def_prop_ro(
+          "gate_bytes_full", [](const Step& s) { return s.gate().bytes_full; },
+          "full attention's K/V bytes at m: Hkv * 4D * (m + 1)")
+      .def_prop_ro(
+          "gate_state", [](const Step& s) { return gate_state_dict(s.gate().state); },
+          "the gate's state after the step: dict of bytes_mac, bytes_full, hits, steps "
+          "(the current window's sums) and off_left (gated steps still to run; 0: on)");
 
   nb::class_<Stepper>(
       m, "Stepper",
@@ -332,6 +378,10 @@ void bind_stepper(nb::module_& m) {
                    "capacity of an incremental stepper (0 "
                    "for one over a recorded layer)")
       .def_prop_ro("softmax_scale", &Stepper::scale)
+      .def_prop_ro(
+          "gate_state", [](const Stepper& s) { return gate_state_dict(s.gate_state()); },
+          "the adaptive gate's state as the last step left it (zero before the first step): "
+          "dict of bytes_mac, bytes_full, hits, steps, off_left")
       .def_prop_ro("config", &Stepper::config);
 }
 

@@ -59,6 +59,12 @@ RunDump sample_dump(int64_t S = 5, int64_t hq = 4, int64_t d = 64) {
   return r;
 }
 
+/*! The MacParams fields a dump holds only where they differ from their defaults. */
+std::vector<int64_t> optional_fields(const MacParams& p) {
+  return {p.depth_cap,   p.refresh,      p.gate_window,     p.gate_probe,
+          p.gate_margin, p.gate_min_hit, p.gate_fixed_bytes};
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(run_dump)
@@ -202,6 +208,104 @@ BOOST_AUTO_TEST_CASE(reader_rejects_wrong_schema_version_and_missing_data) {
   }
   expect_input_error([&] { read_run_dump(q); }, {"run2.h5", "version = 7"});
   expect_input_error([&] { read_run_dump(dir.path("none.h5")); }, {"none.h5", "no such file"});
+}
+
+// The policies (semantics §3.3) and the gate (§3.5) are attributes written only where they
+// differ from their defaults: a run with them echoes every value, a run without them writes
+// none of them.
+BOOST_AUTO_TEST_CASE(policy_and_gate_parameters_round_trip) {
+  ScratchDir dir;
+  RunDump a = sample_dump();
+  MacParams& p = a.config.params;
+  p.depth_cap = 3;
+  p.refresh = 16;
+  p.gate_window = 16;
+  p.gate_probe = 300;
+  p.gate_margin = 1200;
+  p.gate_min_hit = 250;
+  p.gate_fixed_bytes = 1'031'250;
+  const std::string with = dir.path("gated.h5");
+  write_run_dump(with, a);
+  BOOST_TEST(optional_fields(read_run_dump(with).config.params) ==
+                 std::vector<int64_t>({3, 16, 16, 300, 1200, 250, 1'031'250}),
+             boost::test_tools::per_element());
+
+  // The gate off but its other fields set: each one that differs from its default is kept,
+  // the window (at its default 0) is not written.
+  RunDump c = sample_dump();
+  c.config.params.gate_probe = 7;
+  c.config.params.gate_fixed_bytes = 0;
+  const std::string probe_only = dir.path("probe.h5");
+  write_run_dump(probe_only, c);
+  BOOST_TEST(
+      optional_fields(read_run_dump(probe_only).config.params) == optional_fields(c.config.params),
+      boost::test_tools::per_element());
+
+  const std::string plain = dir.path("plain.h5");
+  write_run_dump(plain, sample_dump());
+  const char* optional[] = {"depth_cap",   "refresh",      "gate_window",     "gate_probe",
+                            "gate_margin", "gate_min_hit", "gate_fixed_bytes"};
+  for (const auto& [path, want] :
+       {std::pair{with, 7}, std::pair{plain, 0}, std::pair{probe_only, 2}}) {
+    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    BOOST_TEST_REQUIRE(f.valid());
+    int n = 0;
+    for (const char* attr : optional) n += H5Aexists(f.get(), attr) > 0;
+    BOOST_TEST(n == want, path);
+  }
+}
+
+// A dump without the optional attributes (written before they existed) reads as the run
+// without policies and gate: the committed golden dump (data/README.md) and a fresh one with
+// them deleted.
+BOOST_AUTO_TEST_CASE(a_dump_without_policy_or_gate_attributes_reads_with_their_defaults) {
+  const auto is_default = [](const MacParams& p) {
+    return optional_fields(p) == optional_fields(MacParams{});
+  };
+  const std::string golden = std::string(MAC_SOURCE_DIR) + "/data/golden/synth_small_run.h5";
+  {
+    h5::Handle f(H5Fopen(golden.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    BOOST_TEST_REQUIRE(f.valid());
+    BOOST_TEST_REQUIRE(H5Aexists(f.get(), "gate_window") == 0);  // as it was committed
+  }
+  const RunDump g = read_run_dump(golden);
+  BOOST_TEST(is_default(g.config.params));
+  BOOST_TEST(g.steps == 128);
+
+  ScratchDir dir;
+  RunDump a = sample_dump();
+  a.config.params.depth_cap = 2;
+  a.config.params.gate_window = 8;
+  a.config.params.gate_min_hit = 100;
+  const std::string p = dir.path("run.h5");
+  write_run_dump(p, a);
+  BOOST_TEST(!is_default(read_run_dump(p).config.params));
+  {
+    h5::Handle f(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    BOOST_TEST_REQUIRE(f.valid());
+    for (const char* attr : {"depth_cap", "gate_window", "gate_min_hit"})
+      BOOST_TEST_REQUIRE(H5Adelete(f.get(), attr) >= 0, attr);
+  }
+  const RunDump b = read_run_dump(p);
+  BOOST_TEST(is_default(b.config.params));
+  BOOST_TEST(b.config.params.tau == a.config.params.tau);
+  BOOST_TEST(same_bits(a.out, b.out));
+}
+
+// An optional attribute of the wrong type is refused naming it, not read as its default.
+BOOST_AUTO_TEST_CASE(a_mistyped_gate_attribute_is_named) {
+  ScratchDir dir;
+  RunDump a = sample_dump();
+  a.config.params.gate_window = 8;
+  const std::string p = dir.path("run.h5");
+  write_run_dump(p, a);
+  {
+    h5::Handle f(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    BOOST_TEST_REQUIRE(f.valid());
+    H5Adelete(f.get(), "gate_window");
+    h5::write_attr(f.get(), "gate_window", std::string("sixteen"), h5::Str::kVariableUtf8);
+  }
+  expect_input_error([&] { read_run_dump(p); }, {"gate_window"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

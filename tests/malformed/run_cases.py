@@ -477,7 +477,15 @@ def cases():
         ("--prefill", "-5", "[1, 2147483647]"), ("--layer", "-3", "[0, 65535]"),
         ("--steps", "-1", "[0, 2147483647]"), ("--tau", "-0.1", "[0, 1)"),
         ("--explain-head", "-1", "[0, 65535]"), ("--variant", "spilt", "spilt"),
-        ("--synth-tokens", "0", "[1, 2147483647]")],
+        ("--synth-tokens", "0", "[1, 2147483647]"),
+        # The adaptive gate's parameters (docs/semantics.md §3.5).
+        ("--gate-window", "-1", "[0, 4096]"), ("--gate-window", "4097", "[0, 4096]"),
+        ("--gate-window", "16x", "[0, 4096]"), ("--gate-probe", "0", "[1, 2147483647]"),
+        ("--gate-probe", "2147483648", "[1, 2147483647]"), ("--gate-margin", "0", "[1, 10000]"),
+        ("--gate-margin", "10001", "[1, 10000]"), ("--gate-min-hit", "-1", "[0, 1000]"),
+        ("--gate-min-hit", "1001", "[0, 1000]"),
+        ("--gate-fixed-bytes", "-1", "[0, 17179869184]"),
+        ("--gate-fixed-bytes", "17179869185", "[0, 17179869184]")],
         setup=lambda ctx, d: golden(ctx, d), keep=OUT_H5)
     c += [
         # A ring far beyond the trace: the stepper keeps min(M, T) slots (once a SIGSEGV).
@@ -512,6 +520,8 @@ def cases():
              setup=trace(huge_tokens), keep=OUT_H5),
         Case("sim unknown flag", SIM_DUMP + ["--rign", "4"], 2, ["--rign"],
              setup=lambda ctx, d: golden(ctx, d), keep=OUT_H5),
+        Case("sim no-oracle with a dump", SIM_DUMP + ["--no-oracle"], 2,
+             ["--dump excludes --no-oracle"], setup=lambda ctx, d: golden(ctx, d), keep=OUT_H5),
     ]
     # mac-verify: --case, --shard and the matrix, refused before anything runs.
     c += flag_cases("verify", VERIFY, [
@@ -519,7 +529,9 @@ def cases():
         ("--case", "0,0", "given twice"), ("--case", "5-3", "'5-3'"), ("--case", "3,", "''"),
         ("--case", "-1", "[0, 900]"), ("--shard", "1x/2", "'1x'"), ("--shard", "2/2", "[0, 1]"),
         ("--shard", "0/0", "N = 0"), ("--jobs-per-device", "0", "[1, 64]"),
-        ("--max-context", "-1", "[0, 2147483647]"), ("--devices", "0,0", "given twice")],
+        ("--max-context", "-1", "[0, 2147483647]"), ("--devices", "0,0", "given twice"),
+        ("--trials", "0", "[1, 1048576]"), ("--trials", "1048577", "[1, 1048576]"),
+        ("--load-timeout", "-1", "[0, 1e+09]"), ("--case-timeout", "nan", "[0, 1e+09]")],
         keep=OUT_R)
     c += [
         Case("verify matrix Hkv 2^32+2", VERIFY + ["--matrix", "{d}/m.tsv", "--case", "0"], 2,

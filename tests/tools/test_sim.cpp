@@ -14,8 +14,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -52,6 +54,31 @@ size_t count(const std::string& hay, const std::string& needle) {
   size_t n = 0;
   for (auto i = hay.find(needle); i != std::string::npos; i = hay.find(needle, i + 1)) ++n;
   return n;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/*! The integers of the JSON array `"key": [...]` in `json` (mac::tools::JsonWriter's layout). */
+std::vector<int64_t> json_ints(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\": [");
+  BOOST_TEST_REQUIRE(at != std::string::npos, key);
+  const auto end = json.find(']', at);
+  std::stringstream ss(json.substr(at + key.size() + 5, end - at - key.size() - 5));
+  std::vector<int64_t> v;
+  for (std::string x; std::getline(ss, x, ',');) v.push_back(std::stoll(x));
+  return v;
+}
+
+/*! The integer of the first `"key": N` in `json`. */
+int64_t json_int(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\": ");
+  BOOST_TEST_REQUIRE(at != std::string::npos, key);
+  return std::stoll(json.substr(at + key.size() + 4));
 }
 
 fs::path scratch_dir() {
@@ -243,6 +270,108 @@ BOOST_AUTO_TEST_CASE(synthetic_v2_reuses_with_the_fixtures_error_and_v1_does_not
   const double v2 = median("v2"), v1 = median("v1");
   BOOST_TEST(v2 < 0.3, "v2 hit error median " << v2);
   BOOST_TEST(v1 > 0.5, "v1 hit error median " << v1);
+  fs::remove_all(dir);
+}
+
+// The adaptive gate (semantics §3.5) end to end on the golden trace, at a B_fix and margin
+// where the floor holds for the first decode steps and windows then switch the gate off and on:
+// the configuration line, the layer's gate line (its counts those of the JSON summary, every
+// mode present), and the run dump, which echoes the gate's parameters and holds, at every gated
+// step, misses that searched no candidate and read the whole context.
+BOOST_AUTO_TEST_CASE(gate_flags_print_the_gate_lines_and_the_dump_records_them) {
+  const auto dir = scratch_dir();
+  const auto json = (dir / "g.json").string(), dump = (dir / "g.h5").string();
+  const auto r = run_sim("--trace " + kTrace +
+                         " --layer 0 --prefill 256 --steps 128 --gen-min 0 --ring 128 --tail 32 "
+                         "--gate-window 4 --gate-probe 8 --gate-margin 1200 --gate-min-hit 100 "
+                         "--gate-fixed-bytes 80000 --json " +
+                         json + " --dump " + dump);
+  BOOST_TEST_REQUIRE(r.status == 0, r.out);
+  BOOST_TEST(r.out.find("  gate: window W 4, probe P 8, margin 1200 per mille, min hit 100 per "
+                        "mille, fixed 80000 bytes per step\n") != std::string::npos,
+             r.out);
+  const std::regex line(R"(  gate: [0-9.]+% of steps gated \((\d+) by a window, (\d+) by the )"
+                        R"(floor\), (\d+) matched;  predicted bytes [0-9.]+ of full attention's)");
+  std::smatch m;
+  BOOST_TEST_REQUIRE(std::regex_search(r.out, m, line), r.out);
+  const std::string js = read_text(json);
+  const int64_t off = std::stoll(m[1]), floor = std::stoll(m[2]), on = std::stoll(m[3]);
+  BOOST_TEST(off == json_int(js, "steps_off"));
+  BOOST_TEST(floor == json_int(js, "steps_floor"));
+  BOOST_TEST(on == json_int(js, "steps_on"));
+  BOOST_TEST(off > 0);
+  BOOST_TEST(floor > 0);
+  BOOST_TEST(on > 0);
+  BOOST_TEST(off + floor + on == 128);
+
+  const auto d = mac::io::read_run_dump(dump);
+  const auto& p = d.config.params;
+  BOOST_TEST(p.gate_window == 4);
+  BOOST_TEST(p.gate_probe == 8);
+  BOOST_TEST(p.gate_margin == 1200);
+  BOOST_TEST(p.gate_min_hit == 100);
+  BOOST_TEST(p.gate_fixed_bytes == 80000);
+  const auto mode = json_ints(js, "step_mode");
+  BOOST_TEST_REQUIRE(mode.size() == 128u);
+  BOOST_TEST_REQUIRE(d.steps == 128);
+  int64_t gated = 0, hits_on = 0;
+  for (int64_t s = 0; s < d.steps; ++s) {
+    const bool is_gated = mode[static_cast<size_t>(s)] == 2 || mode[static_cast<size_t>(s)] == 3;
+    gated += is_gated;
+    for (int64_t h = 0; h < d.num_q_heads; ++h) {
+      const auto i = static_cast<size_t>(s * d.num_q_heads + h);
+      if (!is_gated) {
+        hits_on += d.hit[i];
+        continue;
+      }
+      BOOST_TEST(d.hit[i] == 0, "step " << s << " head " << h);
+      BOOST_TEST(std::isnan(d.d2[i]), "step " << s << " head " << h);
+      BOOST_TEST(d.kv_tokens_read[i] == d.position[static_cast<size_t>(s)] + 1);
+    }
+  }
+  BOOST_TEST(gated == off + floor);
+  BOOST_TEST(hits_on > 0);  // the matched steps did reuse
+  fs::remove_all(dir);
+}
+
+// --gate-window 0 is the gate off: with the other gate flags at other values (which then do
+// nothing; B_fix stays, the byte model reports it), the JSON summary equals that of a run
+// without any gate flag line for line, but for the run's time and the echoed parameters. The
+// same flags with W 4 change the decisions, so the comparison can fail.
+BOOST_AUTO_TEST_CASE(gate_window_0_is_the_run_without_the_gate_bit_for_bit) {
+  const auto dir = scratch_dir();
+  const std::string base = "--trace " + kTrace +
+                           " --layer 1 --prefill 200 --steps 100 --gen-min 0 --ring 64 --tail 16 "
+                           "--sinks 4 --json ";
+  const std::string flags = " --gate-probe 8 --gate-margin 1500 --gate-min-hit 400";
+  const auto plain = (dir / "plain.json").string(), zero = (dir / "zero.json").string(),
+             four = (dir / "four.json").string();
+  BOOST_TEST_REQUIRE(run_sim(base + plain).status == 0);
+  BOOST_TEST_REQUIRE(run_sim(base + zero + " --gate-window 0" + flags).status == 0);
+  BOOST_TEST_REQUIRE(run_sim(base + four + " --gate-window 4" + flags).status == 0);
+  const auto lines = [](const std::string& text) {
+    std::vector<std::string> v;
+    std::stringstream ss(text);
+    for (std::string l; std::getline(ss, l);)
+      if (l.find("\"seconds\"") == std::string::npos) v.push_back(l);
+    return v;
+  };
+  const auto a = lines(read_text(plain)), b = lines(read_text(zero));
+  BOOST_TEST_REQUIRE(a.size() == b.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    ++differ;
+    const bool echoed = b[i].find("\"gate_probe\": 8") != std::string::npos ||
+                        b[i].find("\"gate_margin\": 1500") != std::string::npos ||
+                        b[i].find("\"gate_min_hit\": 400") != std::string::npos;
+    BOOST_TEST(echoed, "line " << i << ": " << a[i] << " | " << b[i]);
+  }
+  BOOST_TEST(differ == 3u);
+  const std::string p = read_text(plain), f = read_text(four);
+  BOOST_TEST(json_int(p, "steps_on") == 0);
+  BOOST_TEST(json_int(f, "steps_off") + json_int(f, "steps_floor") > 0);
+  BOOST_TEST((json_ints(p, "step_hits") != json_ints(f, "step_hits")));
   fs::remove_all(dir);
 }
 

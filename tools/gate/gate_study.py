@@ -4,11 +4,12 @@ and on mac-bench's synthetic grid. Results and commands: docs/gate.md.
 
     python3 tools/gate/gate_study.py real --bin build-cpu/bin [--trace FILE --layers 0,1 ...]
                                           [--windows 16,32 --probes 256,512] [--csv FILE]
+                                          [--margin 1000 --min-hit 0]
     python3 tools/gate/gate_study.py grid [--measured docs/bench/mac_bench_h200.csv] [--csv FILE]
 
 `real` runs mac-sim (--no-oracle) on a trace with the gate off, and derives from each layer's
-per-step record the gated runs: W and P from the lists (μ 1000 ‰, h_min 0), B_fix for batch 1, 16
-and 64 (16.5 MB / B) and B_fix 0. Without a depth cap or refresh a step's decisions do not depend
+per-step record the gated runs: W and P from the lists, μ and h_min from --margin and --min-hit
+(1000 ‰ and 0 by default), B_fix for batch 1, 16 and 64 (16.5 MB / B) and B_fix 0. Without a depth cap or refresh a step's decisions do not depend
 on the gate (see derive()), so this is exact; for the configurations named by --direct (first W
 and P only) mac-sim also runs the gated run itself, and the script stops with an error unless
 every step's mode and bytes equal the derived ones and its copy of the rule, replayed on
@@ -187,7 +188,8 @@ def real(a):
         windows, probes = ints(a.windows), ints(a.probes)
         for label, fixed in CONFIGS:
             if label in direct:
-                gp = gate_params(window=windows[0], probe=probes[0], fixed=fixed)
+                gp = gate_params(window=windows[0], probe=probes[0], margin=a.margin,
+                                 min_hit=a.min_hit, fixed=fixed)
                 args = ["--gate-window", str(gp["window"]), "--gate-probe", str(gp["probe"]),
                         "--gate-margin", str(gp["margin"]), "--gate-min-hit", str(gp["min_hit"]),
                         "--gate-fixed-bytes", str(gp["fixed"])]
@@ -199,7 +201,8 @@ def real(a):
             matched = sum(1 for i in range(steps) if L["prefill"] + i >= gen_min)
             for (label, fixed), W, P in [(c, w, p) for c in CONFIGS for w in windows
                                          for p in probes]:
-                gp = gate_params(window=W, probe=P, fixed=fixed)
+                gp = gate_params(window=W, probe=P, margin=a.margin, min_hit=a.min_hit,
+                                 fixed=fixed)
                 modes, run_b = derive(off, shape, gp, L)
                 if label in direct and (W, P) == (windows[0], probes[0]):
                     G = gated[label]["layers"][li]
@@ -361,6 +364,10 @@ def main():
     r.add_argument("--sim-args", default="", help="more mac-sim flags, e.g. '--prefill 4096'")
     r.add_argument("--windows", default="16", help="W of the gated runs, e.g. 16,32")
     r.add_argument("--probes", default="256", help="P of the gated runs, e.g. 256,512")
+    r.add_argument("--margin", type=int, default=PER_MILLE,
+                   help="mu of the gated runs, per mille, in [1, 10000]")
+    r.add_argument("--min-hit", type=int, default=0,
+                   help="h_min of the gated runs, per mille, in [0, 1000]")
     r.add_argument("--direct", default="all", help="gated configurations also run by mac-sim and "
                    "compared with the derived ones: all, none, or a list of b1,b16,b64,fixed0")
     r.add_argument("--csv", default="")
@@ -377,6 +384,9 @@ def main():
             sys.exit(f"gate_study: no mac-sim in {a.bin}")
         if a.layers and not a.trace:
             sys.exit("gate_study: --layers needs --trace (the fixture job runs every layer)")
+        if not 1 <= a.margin <= 10 * PER_MILLE or not 0 <= a.min_hit <= PER_MILLE:
+            sys.exit(f"gate_study: --margin {a.margin} must be in [1, 10000] and --min-hit "
+                     f"{a.min_hit} in [0, 1000]")
         real(a)
     else:
         if a.measured and not os.path.isfile(a.measured):

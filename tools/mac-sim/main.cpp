@@ -255,9 +255,6 @@ int main(int argc, char** argv) {
     else
       layers = {0};
     mac::require(dump_path.empty() || layers.size() == 1, "--dump writes one layer: give --layer");
-    mac::require(dump_path.empty() || p.gate_window == 0,
-                 "--dump with --gate-window: the run dump does not record the gate's parameters, "
-                 "so its decisions could not be replayed; run without one of them");
     mac::require(explain_head >= 0 && explain_head < meta.num_q_heads, "--explain-head ",
                  explain_head, " is outside [0, ", meta.num_q_heads, ")");
     const int64_t T = trace.layers[0].tokens;

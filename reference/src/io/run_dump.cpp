@@ -9,6 +9,7 @@
 #include "file_kinds.hpp"
 #include "mac/io/atomic_file.hpp"
 
+#include <array>
 #include <limits>
 
 namespace mac::io {
@@ -62,6 +63,26 @@ void check_dump_shapes(const RunDump& d, const std::string& path) {
   need(d.kv_tokens_read.size(), sh, "kv_tokens_read");
 }
 
+/*! The int64 MacParams fields a dump holds only where they differ from their default: the
+ *  policies (semantics §3.3) and the gate (§3.5). Absent, a field keeps its default, which is
+ *  the run without that policy or gate, so dumps written before a field existed read as such. */
+struct OptionalParam {
+  const char* name;
+  int64_t MacParams::*field;
+};
+const std::array<OptionalParam, 7>& optional_params() {
+  static const std::array<OptionalParam, 7> fields = {{
+      {rn::kDepthCap, &MacParams::depth_cap},
+      {rn::kRefresh, &MacParams::refresh},
+      {rn::kGateWindow, &MacParams::gate_window},
+      {rn::kGateProbe, &MacParams::gate_probe},
+      {rn::kGateMargin, &MacParams::gate_margin},
+      {rn::kGateMinHit, &MacParams::gate_min_hit},
+      {rn::kGateFixedBytes, &MacParams::gate_fixed_bytes},
+  }};
+  return fields;
+}
+
 }  // namespace
 
 void write_run_dump(const std::string& path, const RunDump& d) {
@@ -75,8 +96,8 @@ void write_run_dump(const std::string& path, const RunDump& d) {
     write_attr(r, rn::kTail, c.params.tail);
     write_attr(r, rn::kSinks, c.params.sinks);
     write_attr(r, rn::kGenMin, c.params.gen_min);
-    if (c.params.depth_cap >= 0) write_attr(r, rn::kDepthCap, c.params.depth_cap);
-    if (c.params.refresh > 0) write_attr(r, rn::kRefresh, c.params.refresh);
+    for (const auto& f : optional_params())
+      if (c.params.*f.field != MacParams{}.*f.field) write_attr(r, f.name, c.params.*f.field);
     write_attr(r, rn::kVariant, to_string(c.variant));
     write_attr(r, rn::kPrecision, to_string(c.precision));
     write_attr(r, rn::kPrefill, c.prefill);
@@ -114,8 +135,8 @@ RunDump read_run_dump(const std::string& path) {
   c.params.tail = h5::attr_int64(r, rn::kTail);
   c.params.sinks = h5::attr_int64(r, rn::kSinks);
   c.params.gen_min = h5::attr_int64(r, rn::kGenMin);
-  if (h5::has_attr(r, rn::kDepthCap)) c.params.depth_cap = h5::attr_int64(r, rn::kDepthCap);
-  if (h5::has_attr(r, rn::kRefresh)) c.params.refresh = h5::attr_int64(r, rn::kRefresh);
+  for (const auto& f : optional_params())
+    if (h5::has_attr(r, f.name)) c.params.*f.field = h5::attr_int64(r, f.name);
   c.variant = parse_attr(r, path, rn::kVariant, parse_variant);
   c.precision = parse_attr(r, path, rn::kPrecision, parse_precision);
   c.prefill = h5::attr_int64(r, rn::kPrefill);

@@ -50,9 +50,16 @@ inline constexpr const char* kRing = "ring";
 inline constexpr const char* kTail = "tail";
 inline constexpr const char* kSinks = "sinks";
 inline constexpr const char* kGenMin = "gen_min";
-// Policies (semantics §3.3): written only when set, so a run without them is unchanged.
+// Policies (semantics §3.3) and the gate (§3.5), int64: each written only where it differs
+// from its MacParams default and read as that default where absent, so a run without them is
+// unchanged and a dump written before they existed reads as a run without them.
 inline constexpr const char* kDepthCap = "depth_cap";
 inline constexpr const char* kRefresh = "refresh";
+inline constexpr const char* kGateWindow = "gate_window";
+inline constexpr const char* kGateProbe = "gate_probe";
+inline constexpr const char* kGateMargin = "gate_margin";
+inline constexpr const char* kGateMinHit = "gate_min_hit";
+inline constexpr const char* kGateFixedBytes = "gate_fixed_bytes";
 // The rest of StepperConfig: enum names as strings (to_string / parse_*), P as int64.
 inline constexpr const char* kVariant = "variant";
 inline constexpr const char* kPrecision = "precision";
