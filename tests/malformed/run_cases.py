@@ -9,7 +9,7 @@ Each case runs one program in a fresh directory and checks
     unchanged (an existing output survives a failed run), and each path in `absent` does
     not exist (no output under its final name).
 
-    run_cases.py --bin BUILD/bin --data data [--sanitized] [--only SUBSTRING]
+    run_cases.py --bin BUILD/bin --data data [--sanitized] [--only SUBSTRING] [--verbose]
 
 `--sanitized`: the programs are built with AddressSanitizer, which reserves terabytes of
 address space, so the cases that limit the address space (ulimit -v) are skipped.
@@ -176,14 +176,27 @@ VERIFY = ["mac-verify", "--mode", "cpu", "--quiet", "--no-summary", "--max-repro
 OUT_R = ("r.h5", "r.md")
 
 
+class SetupError(Exception):
+    """A setup's own run failed: the case is a FAIL naming the command and its stderr."""
+
+
+def run_setup(argv):
+    """Runs a setup step; its stderr goes into the SetupError, not into the suite's output."""
+    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        err = r.stderr.decode(errors="replace").strip()
+        raise SetupError(f"setup {' '.join(os.path.basename(a) for a in argv[:2])} ... exited "
+                         f"{r.returncode}: {err[-2000:]}")
+
+
 def report(ctx):
     """A mac-verify report of case 0 (made once per suite run, about a second)."""
     if not getattr(ctx, "report", None):
         ctx.report_dir = tempfile.TemporaryDirectory(prefix="mac-malformed-report-")
-        ctx.report = os.path.join(ctx.report_dir.name, "r0.h5")
-        subprocess.run([os.path.join(ctx.bin, "mac-verify"), "--mode", "cpu", "--case", "0",
-                        "--quiet", "--no-summary", "--out", ctx.report], check=True,
-                       stdout=subprocess.DEVNULL)
+        path = os.path.join(ctx.report_dir.name, "r0.h5")
+        run_setup([os.path.join(ctx.bin, "mac-verify"), "--mode", "cpu", "--case", "0",
+                   "--quiet", "--no-summary", "--out", path])
+        ctx.report = path
     return ctx.report
 
 
@@ -220,17 +233,17 @@ def export(ctx):
     of tests/verification/file_protocol.sh), made once per suite run (a few seconds)."""
     if not getattr(ctx, "export", None):
         ctx.export_dir = tempfile.TemporaryDirectory(prefix="mac-malformed-export-")
-        ctx.export = os.path.join(ctx.export_dir.name, "e")
+        path = os.path.join(ctx.export_dir.name, "e")
         caps = os.path.join(ctx.export_dir.name, "caps.txt")
         with open(caps, "w") as f:
             f.write(CAPS)
-        subprocess.run([os.path.join(ctx.bin, "mac-verify"), "--export", ctx.export, "--caps",
-                        caps, "--case", "0"], check=True, stdout=subprocess.DEVNULL)
+        run_setup([os.path.join(ctx.bin, "mac-verify"), "--export", path, "--caps", caps,
+                   "--case", "0"])
         src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         kernel = os.path.join(os.path.dirname(src), "verification", "python",
                               "numpy_reference_kernel.py")
-        subprocess.run([sys.executable, kernel, ctx.export], check=True,
-                       stdout=subprocess.DEVNULL)
+        run_setup([sys.executable, kernel, path])
+        ctx.export = path
     return ctx.export
 
 
@@ -252,10 +265,10 @@ def wide_trace(ctx, d):
     16 MB (its write takes seconds: a signal can land in it). Made once per suite run."""
     if not getattr(ctx, "wide", None):
         ctx.wide_dir = tempfile.TemporaryDirectory(prefix="mac-malformed-wide-")
-        ctx.wide = os.path.join(ctx.wide_dir.name, "wide.h5")
-        subprocess.run([os.path.join(ctx.bin, "mac-gen-trace"), "--tokens", "256", "--layers",
-                        "1", "--q-heads", "16", "--kv-heads", "4", "--head-dim", "256", "--out",
-                        ctx.wide], check=True, stdout=subprocess.DEVNULL)
+        path = os.path.join(ctx.wide_dir.name, "wide.h5")
+        run_setup([os.path.join(ctx.bin, "mac-gen-trace"), "--tokens", "256", "--layers", "1",
+                   "--q-heads", "16", "--kv-heads", "4", "--head-dim", "256", "--out", path])
+        ctx.wide = path
     shutil.copy(ctx.wide, os.path.join(d, "wide.h5"))
 
 
@@ -748,6 +761,9 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--sanitized", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--verbose", action="store_true",
+                    help="print every case that passes too (by default: failures, skips and "
+                         "the count, so that a failure heads the output CTest shows)")
     args = ap.parse_args()
     ctx = Ctx(args)
     passed = failed = skipped = 0
@@ -761,15 +777,19 @@ def main():
             continue
         with tempfile.TemporaryDirectory(prefix="mac-malformed-") as d:
             t0 = time.time()
-            problems, err = run_case(ctx, case, d)
+            try:
+                problems, err = run_case(ctx, case, d)
+            except (SetupError, OSError) as e:  # the case could not be set up
+                problems, err = [str(e)], ""
         dt = time.time() - t0
         if problems:
             failed += 1
-            print(f"FAIL {case.name} ({dt:.1f} s): " + "; ".join(problems))
-            print("     stderr: " + err.strip().replace("\n", "\n             "))
+            print(f"FAIL {case.name} ({dt:.1f} s): " + "; ".join(problems), flush=True)
+            print("     stderr: " + err.strip().replace("\n", "\n             "), flush=True)
         else:
             passed += 1
-            print(f"ok   {case.name} ({dt:.1f} s)")
+            if args.verbose:
+                print(f"ok   {case.name} ({dt:.1f} s)", flush=True)
     print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     return 1 if failed else 0
 
