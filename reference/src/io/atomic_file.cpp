@@ -220,13 +220,20 @@ void write_text_file(const std::string& path, const std::string& text) {
 void check_output(const std::string& path, const std::string& what) {
   check_destination(path, what);
   const std::string probe = temporary_name(path);
+  // Registered before it exists, so that a signal landing while the probe exists removes it
+  // (the handler's unlink of a name not yet created is harmless).
+  const int slot = register_temporary(probe);
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0 && errno == EEXIST) return;  // our own temporary: its directory is writable
+  const int err = errno;
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  unregister_temporary(slot);
+  if (fd < 0 && err == EEXIST) return;  // our own temporary: its directory is writable
   require(fd >= 0, what.empty() ? path : msg(what, " ", path), ": cannot create a file in '",
           fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : ".", "' (",
-          std::strerror(errno), ")");
-  ::close(fd);
-  ::unlink(probe.c_str());
+          std::strerror(err), ")");
 }
 
 void refuse_if_same_file(const std::string& output, std::initializer_list<std::string> inputs) {
