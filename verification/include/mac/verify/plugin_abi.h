@@ -26,6 +26,8 @@
  *     hashed before and after each call and must be unchanged;
  *   - every ring slot the plugin did not declare it writes (all but `m mod M` of the ready
  *     requests) must be bit-identical after the call;
+ *   - with MACV_POLICY_GATE, every row of gate_state must equal the reference's gate state
+ *     after every step, and the rows of requests that are not ready must be unchanged;
  *   - inputs are drawn afresh for every run (a nonce mixed into every case's seed), so an
  *     answer cached from an earlier run cannot pass.
  *
