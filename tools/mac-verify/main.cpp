@@ -214,9 +214,10 @@ int main(int argc, char** argv) {
                  "model mode: planted fault (none, tie-newer, band-late, threshold-inclusive, "
                  "write-before-read, no-ready-gate, second-best, tail-short, downdate-entry, "
                  "gen-min-off-by-one)");
-  app.add_option("--subset", subset,
-                 "all | smoke | a family name (grid, long, lag, batch, wrap, tie, threshold, "
-                 "small, gen_min, not_ready, graph_chain, extreme, params, d256, random, policy, gate)");
+  app.add_option(
+      "--subset", subset,
+      "all | smoke | a family name (grid, long, lag, batch, wrap, tie, threshold, "
+      "small, gen_min, not_ready, graph_chain, extreme, params, d256, random, policy, gate)");
   app.add_option("--case", case_ids, "only these case ids (e.g. 12 or 3,7,100-110)");
   app.add_option("--replay", replay,
                  "replay the case stored in a failure file (mac-verify-case<ID>.h5)");

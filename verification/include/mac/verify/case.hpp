@@ -43,6 +43,7 @@ struct CaseSpec {
   int64_t mu = 1000;             //!< gate margin ‰, MacParams::gate_margin
   int64_t hmin = 0;              //!< gate minimum hit rate ‰, MacParams::gate_min_hit
   int64_t Bfix = kGateFixedBytesDefault;  //!< gate fixed bytes, MacParams::gate_fixed_bytes
+                                          //!< of every request (not divided by the batch)
 
   int Hq() const { return G * Hkv; }
   int64_t context(int i) const;  //!< ctx_i (≥ 2)
