@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates verification/matrix.tsv, the 901-case certification matrix of mac-verify.
+"""Generates verification/matrix.tsv, the 941-case certification matrix of mac-verify.
 
 The TSV file is the source of truth (committed); this script documents how it was made
 and regenerates it byte for byte: `python3 verification/gen_matrix.py > verification/matrix.tsv`.
@@ -10,15 +10,17 @@ import random
 
 COLS = ["id", "family", "seed", "D", "G", "Hkv", "batch", "ctx", "dctx", "ps", "M", "r", "F",
         "gen_min", "tau", "steps", "hit", "lags", "ready", "graph", "k3", "special", "smoke", "K",
-        "N"]
-TOTAL = 853  # the families A-O; the policy family P follows them
+        "N", "W", "P", "mu", "hmin", "Bfix"]
+TOTAL = 853  # the families A-O; the policy family P and the gate family Q follow them
+BFIX_DEFAULT = 16500000  # mac::kGateFixedBytesDefault (reference/include/mac/ref/gate.hpp)
 cases = []
 
 
 def add(family, **kw):
     c = dict(family=family, D=128, G=4, Hkv=2, batch=1, ctx=1037, dctx=0, ps=16, M=512, r=256,
              F=0, gen_min=0, tau=0.45, steps=6, hit=0.5, lags="u", ready="1", graph=0,
-             k3="fused", special="none", smoke=0, K=-1, N=0)
+             k3="fused", special="none", smoke=0, K=-1, N=0, W=0, P=256, mu=1000, hmin=0,
+             Bfix=BFIX_DEFAULT)
     c.update(kw)
     cases.append(c)
 
@@ -203,6 +205,84 @@ for j in range(48):
         batch=[1, 3][j % 2], dctx=[0, 17][j % 2], ps=[16, 1][(j // 2) % 2],
         ready=["1", "1", "10", "1"][j % 4], gen_min=[0, 0, 0, 703][j % 4],
         smoke=1 if j % 8 in (0, 5) else 0)
+
+
+# Q. The adaptive gate of semantics §3.5 (40): W, P, mu, hmin, Bfix. Last in the matrix, so
+#    the ids and seeds of A-P are unchanged. The byte model decides, so the cases are built
+#    around it (D 64, Hkv 2, G 1 unless said: full attention reads 512·(m+1) bytes a step; a
+#    step whose heads all hit at lag 1 with M 64, r 16 costs about 26 000 bytes + Bfix, MAC
+#    pays; a step whose heads all miss costs full + scan + writes, MAC never pays at mu 1000).
+#    Which case covers which branch of the rule (ids; tests/verification/test_gate_matrix.cpp
+#    replays every case through the reference stepper, counts the branches it takes and asserts
+#    these claims):
+#      never off (MAC pays)          901-902; 913-914 (hmin 500 exactly met by 2 hits of Hq 4:
+#                                    the rule is strict, the gate stays on)
+#      mu: window closes, no pay     903-908 (all misses: probe cycles, W 2-4, P 2-5), 909-910
+#                                    (all hits at lag M, mu 40: reuse does not pay enough)
+#      h_min: too few hits           911-912 (hmin 501 > 2 hits of Hq 4 per step, bytes paying)
+#      floor rule                    915 (default Bfix), 916 (Bfix 2^34), 940 (every default
+#                                    but W, P): floor at every step; 917 (the floor ends mid-case
+#                                    as full grows with m), 918 (floor for one request of three);
+#                                    every other case has Bfix 0
+#      batch, diverging state        919-922 (contexts 4097/3146/2195, hits at lag M, mu 30:
+#                                    MAC pays only for the longest), 918
+#      ineligible steps              923-926 (m < gen_min for the first steps, not-ready
+#                                    requests: their state stays zero)
+#      sinks F > 0                   927-930 (930: F 2000, the floor holds while the sinks
+#                                    dominate)
+#      ring wrap (steps > M)         931-933
+#      depth cap K                   934-936 (capped chains are misses: too few hits)
+#      refresh N                     937-939 (refreshes are misses: too few hits)
+GATE = dict(D=64, G=1, Hkv=2, ctx=2049, M=64, r=16, hit=1.0, lags="1", steps=24, W=3, P=3,
+            mu=1000, hmin=0, Bfix=0)
+GATE_CASES = [
+    dict(W=4, P=3, steps=16),
+    dict(W=3, P=2, hmin=500, batch=3, dctx=300, steps=12),
+] + [
+    dict(hit=0.0, W=W, P=P, steps=26, batch=[1, 3][j % 2], dctx=[0, 211][j % 2])
+    for j, (W, P) in enumerate([(2, 2), (2, 5), (3, 3), (4, 2), (3, 5), (4, 4)])
+] + [
+    dict(lags="M", mu=40, W=3, P=4, steps=24),
+    dict(lags="M", mu=40, W=2, P=3, steps=24, batch=3, dctx=100),
+] + [
+    dict(G=4, Hkv=1, hit=0.5, mu=10000, hmin=hm, W=W, P=4, steps=24, lags="1,2")
+    for hm, W in [(501, 3), (501, 2), (500, 3), (500, 2)]
+] + [
+    dict(Bfix=BFIX_DEFAULT, steps=8),
+    dict(Bfix=1 << 34, W=2, P=2, steps=8, hit=0.0),
+    dict(Bfix=1030000, W=2, P=3, steps=30, hit=0.0),
+    dict(Bfix=2300000, batch=3, ctx=6000, dctx=2000, steps=12, hit=0.0, W=2, P=2),
+] + [
+    dict(lags="M", mu=30, batch=3, ctx=4097, dctx=3000, W=W, P=P, steps=20)
+    for W, P in [(2, 2), (3, 4), (4, 3), (2, 5)]
+] + [
+    dict(hit=h, gen_min=2049 + 3, batch=b, ready=rd, dctx=dc, lags=lg, mu=mu, hmin=hm, W=2, P=2,
+         steps=20)
+    for h, b, rd, dc, lg, mu, hm in [(0.0, 1, "1", 0, "1", 1000, 0), (0.0, 3, "101", 50, "1", 1000, 0),
+                                     (1.0, 2, "10", 0, "M", 40, 0), (0.5, 3, "110", 7, "1", 10000, 600)]
+] + [
+    dict(F=F, hit=h, lags=lg, mu=mu, hmin=hm, W=3, P=3, steps=24, batch=[1, 3][j % 2],
+         dctx=[0, 40][j % 2])
+    for j, (F, h, lg, mu, hm) in enumerate([(64, 0.0, "1", 1000, 0), (8, 1.0, "M", 40, 0),
+                                            (16, 0.5, "1", 10000, 600), (2000, 1.0, "1", 1000, 0)])
+] + [
+    dict(M=16, r=8, steps=40, lags=lg, hit=h, mu=mu, W=W, P=3, ctx=1037)
+    for h, lg, mu, W in [(0.9, "M", 25, 3), (0.0, "M,1", 1000, 2), (1.0, "M", 25, 4)]
+] + [
+    dict(K=K, G=4, Hkv=1, lags="c", hit=1.0, hmin=hm, mu=10000, W=3, P=3, steps=30)
+    for K, hm in [(0, 600), (1, 700), (2, 900)]
+] + [
+    dict(N=N, G=4, Hkv=1, hit=1.0, hmin=hm, mu=10000, W=W, P=2, steps=30)
+    for N, hm, W in [(2, 600, 2), (3, 800, 3), (4, 900, 4)]
+] + [
+    dict(W=8, P=16, Bfix=BFIX_DEFAULT, G=4, Hkv=2, D=128, M=512, r=256, hit=0.5, lags="u",
+         steps=6),
+]
+assert len(GATE_CASES) == 40, len(GATE_CASES)
+for j, kw in enumerate(GATE_CASES):
+    c = dict(GATE)
+    c.update(kw)
+    add("gate", smoke=1 if j in (0, 4, 10, 16, 19, 23) else 0, **c)
 
 
 def ref_cost(c):

@@ -21,8 +21,11 @@
 //   MACV_FAULT_CACHED_ANSWER   answers a (case shape, position, request, head) it has seen
 //                              before with the output it computed then (passes one trial per
 //                              case, fails --trials 2)
+//   MACV_FAULT_GATE_NO_PROBE   the gate (semantics §3.5) never probes again: once a window
+//                              switches it off, off_left stays P (must fail the gate family)
 #include "mac/ref/attention.hpp"
 #include "mac/ref/bf16.hpp"
+#include "mac/ref/gate.hpp"
 #include "mac/ref/match.hpp"
 #include "mac/semantics.hpp"
 #include "mac/verify/plugin_abi.h"
@@ -78,6 +81,8 @@ const char* plugin_name() {
   return "reference-fp32/fault:hang-query";
 #elif MACV_FAULT_CACHED_ANSWER
   return "reference-fp32/fault:cached-answer";
+#elif MACV_FAULT_GATE_NO_PROBE
+  return "reference-fp32/fault:gate-no-probe";
 #elif MACV_FAULT_CLAIMS_PLAIN
   return "reference-fp32/fault:claims-plain";
 #else
@@ -110,6 +115,44 @@ void store(const macv_tensor& t, float x, I... idx) {
 
 float lse_out(double lse) { return static_cast<float>(kBase2 ? mac::lse_to_log2(lse) : lse); }
 double lse_in(float lse) { return kBase2 ? mac::lse_from_log2(static_cast<double>(lse)) : lse; }
+
+/*! The gate's configuration (semantics §3.5) from the case's parameters. */
+mac::GateConfig gate_config(const macv_params& p) {
+  mac::GateConfig g;
+  g.window = p.gate_window;
+  g.probe = p.gate_probe;
+  g.margin = p.gate_margin;
+  g.min_hit = p.gate_min_hit;
+  g.fixed_bytes = p.gate_fixed_bytes;
+  g.num_q_heads = p.num_q_heads;
+  g.num_kv_heads = p.num_kv_heads;
+  g.head_dim = p.head_dim;
+  g.ring = p.ring;
+  g.tail = p.tail;
+  g.sinks = p.sinks;
+  return g;
+}
+
+/*! Request b's row (bytes_mac, bytes_full, hits, steps, off_left) of gate_state; absent (the
+ *  gate off): the zero state, on which gate_mode of window 0 is kNone. */
+mac::GateState load_gate(const macv_tensor& t, int64_t b) {
+  mac::GateState s;
+  if (!t.data) return s;
+  s.bytes_mac = *at<int64_t>(t, b, 0);
+  s.bytes_full = *at<int64_t>(t, b, 1);
+  s.hits = *at<int64_t>(t, b, 2);
+  s.steps = static_cast<int32_t>(*at<int64_t>(t, b, 3));
+  s.off_left = static_cast<int32_t>(*at<int64_t>(t, b, 4));
+  return s;
+}
+
+void store_gate(const macv_tensor& t, int64_t b, const mac::GateState& s) {
+  *at<int64_t>(t, b, 0) = s.bytes_mac;
+  *at<int64_t>(t, b, 1) = s.bytes_full;
+  *at<int64_t>(t, b, 2) = s.hits;
+  *at<int64_t>(t, b, 3) = s.steps;
+  *at<int64_t>(t, b, 4) = s.off_left;
+}
 
 int fail(char* err, size_t n, const std::string& what) {
   std::snprintf(err, n, "%s", what.c_str());
@@ -205,7 +248,7 @@ int32_t macv_query(macv_caps* c, char*, size_t) {
   c->writes_ring = 1;
   c->prefills = MACV_PRODUCTION ? 1 : 0;
   c->tight_tolerances = MACV_PRODUCTION ? 0 : 1;
-  c->policies = MACV_POLICY_DEPTH_CAP | MACV_POLICY_REFRESH;  // semantics §3.3
+  c->policies = MACV_POLICY_DEPTH_CAP | MACV_POLICY_REFRESH | MACV_POLICY_GATE;  // §3.3, §3.5
 #if MACV_UNREPORTED
   if (MACV_CAPS_HAS(c, decisions)) c->decisions = MACV_DECISIONS_UNREPORTED;
 #endif
@@ -265,6 +308,13 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
     const bool ready = *at<uint8_t>(in->ready, b) != 0;
     const auto layer = gather(p, in->k_cache, in->v_cache, in->page_table, b, m + 1);
     const bool eligible = m >= p.gen_min && ready && m >= 1;  // docs/semantics.md §3 step 1
+    // The gate (§3.5) decides from the state the earlier steps left in gate_state; an
+    // ineligible step is kNone and leaves it alone.
+    const mac::GateConfig g = gate_config(p);
+    mac::GateState gs = load_gate(in->gate_state, b);
+    const mac::GateMode mode = eligible ? mac::gate_mode(g, gs, m) : mac::GateMode::kNone;
+    const bool gated = mac::gate_gated(mode);
+    int64_t hits = 0, group_keys = 0, lo = m + 1;
     for (int64_t h2 = 0; h2 < Hq; ++h2) {
       const auto qt = row(at<uint16_t>(in->q_tilde, b, h2, 0), D);
       const auto q = row(at<uint16_t>(in->q, b, h2, 0), D);
@@ -272,7 +322,7 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
       // strict '<' (ties to the older); a NaN never displaces a number; validity second.
       int64_t best = -1;
       float bd = std::numeric_limits<float>::quiet_NaN();
-      for (int64_t c = std::max<int64_t>(0, m - M); eligible && c < m; ++c) {
+      for (int64_t c = std::max<int64_t>(0, m - M); eligible && !gated && c < m; ++c) {
         if (*at<int64_t>(in->ring_pos, b, h2, c % M) != c) continue;
         const float d2 = mac::ref::canonical_d2(
             qt.data(), row(at<uint16_t>(in->ring_q, b, h2, c % M, 0), D).data(), D);
@@ -308,6 +358,13 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
       // 3–5. Amend, cache write, complete.
       const auto k = mac::step_ranges(m, hit ? best : -1, r, F);
       const int64_t hk = h2 / G;
+      // The byte model: each KV group reads [0, Fe(E(m))) and [lo, m], lo its smallest band start.
+      hits += hit;
+      lo = std::min(lo, k.band_begin);
+      if (h2 % G == G - 1) {
+        group_keys += mac::gate_group_keys(m, k.sink_end, lo);
+        lo = m + 1;
+      }
       const double s = p.softmax_scale;
       const auto band = mac::ref::attend<float>(layer, hk, q.data(), s, k.band_begin, k.band_end);
       const auto entry = mac::ref::merge(prefix, band);
@@ -361,6 +418,16 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
 #endif
       for (int64_t d = 0; d < D; ++d) store(out->o, o[static_cast<size_t>(d)], b, h2, d);
       *at<float>(out->lse, b, h2) = o_lse;
+    }
+    if (in->gate_state.data) {
+      const int64_t full = mac::gate_full_bytes(g, m);
+      const int64_t bytes = eligible && !gated ? mac::gate_mac_bytes(g, m, group_keys)
+                                               : full + (ready ? mac::gate_write_bytes(g) : 0);
+#if MACV_FAULT_GATE_NO_PROBE
+      if (mode == mac::GateMode::kOff) ++gs.off_left;  // undoes the countdown: never probes
+#endif
+      mac::gate_update(g, gs, mode, hits, bytes, full);
+      store_gate(in->gate_state, b, gs);
     }
   }
   return 0;

@@ -160,7 +160,7 @@ int32_t macv_query(macv_caps* c, char*, size_t) {
   c->prefills = 1;
   c->full_attention = 1;
   c->checks = 1;
-  c->policies = 0;  // the kernels implement no depth cap or refresh (semantics §3.3) yet
+  c->policies = 0;  // declares no depth cap, refresh (§3.3) or gate (§3.5): those cases are N/A
   c->num_variants = 2;
   std::snprintf(c->variants[0], sizeof c->variants[0], "fused");
   std::snprintf(c->variants[1], sizeof c->variants[1], "side");

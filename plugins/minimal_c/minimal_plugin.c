@@ -178,7 +178,7 @@ int32_t macv_query(macv_caps* c, char* err, size_t err_len) {
   c->reports_keys_read = 1;
   c->writes_ring = 1;
   c->tight_tolerances = 1; /* FP32 output and ring: judge it as the FP32 reference is */
-  c->policies = 0; /* no depth cap or refresh (semantics §3.3): those cases are NOT APPLICABLE */
+  c->policies = 0; /* no depth cap, refresh (semantics §3.3) or gate (§3.5): NOT APPLICABLE */
   return 0;
 }
 

@@ -538,9 +538,9 @@ def cases():
     ]
     # mac-verify: --case, --shard and the matrix, refused before anything runs.
     c += flag_cases("verify", VERIFY, [
-        ("--case", "x-2", "'x'"), ("--case", "0-2000000000", "[0, 900]"),
+        ("--case", "x-2", "'x'"), ("--case", "0-2000000000", "[0, 940]"),
         ("--case", "0,0", "given twice"), ("--case", "5-3", "'5-3'"), ("--case", "3,", "''"),
-        ("--case", "-1", "[0, 900]"), ("--shard", "1x/2", "'1x'"), ("--shard", "2/2", "[0, 1]"),
+        ("--case", "-1", "[0, 940]"), ("--shard", "1x/2", "'1x'"), ("--shard", "2/2", "[0, 1]"),
         ("--shard", "0/0", "N = 0"), ("--jobs-per-device", "0", "[1, 64]"),
         ("--max-context", "-1", "[0, 2147483647]"), ("--devices", "0,0", "given twice"),
         ("--trials", "0", "[1, 1048576]"), ("--trials", "1048577", "[1, 1048576]"),
@@ -552,6 +552,13 @@ def cases():
              keep=OUT_R),
         Case("verify matrix D not a number", VERIFY + ["--matrix", "{d}/m.tsv", "--case", "0"], 2,
              ["column D", "'64x'"], setup=matrix_with("D", "64x"), keep=OUT_R),
+        Case("verify matrix gate W out of range", VERIFY + ["--matrix", "{d}/m.tsv", "--case", "0"],
+             2, ["column W", "4097", "[0, 4096]"], setup=matrix_with("W", "4097"), keep=OUT_R),
+        Case("verify matrix gate mu 0", VERIFY + ["--matrix", "{d}/m.tsv", "--case", "0"], 2,
+             ["column mu", "= 0", "[1, 10000]"], setup=matrix_with("mu", "0"), keep=OUT_R),
+        Case("verify matrix gate Bfix above 2^34", VERIFY + ["--matrix", "{d}/m.tsv", "--case", "0"],
+             2, ["column Bfix", "17179869185", "[0, 17179869184]"],
+             setup=matrix_with("Bfix", "17179869185"), keep=OUT_R),
         Case("verify out dir missing", VERIFY[:-1] + ["{d}/no/r.h5", "--case", "0"], 2,
              ["--out", "does not exist"], absent=("no",)),
         Case("verify out is a directory", VERIFY[:-1] + ["{d}", "--case", "0"], 2,

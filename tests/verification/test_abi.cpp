@@ -23,6 +23,8 @@ enum class Misdeed {
   kWriteOtherSlot,  //!< changes L of ring slot (m + 1) mod M (not the one it may write)
   kSkipHit,         //!< leaves hit of (request 0, head 0) unwritten
   kWriteNotReady,   //!< changes ring slot m mod M of request 0, which is not ready
+  kGateHits,        //!< adds one hit to request 0's gate state (a ready request)
+  kGateNotReady,    //!< changes off_left of request 1's gate state, which is not ready
 };
 
 PluginApi g_reference;
@@ -41,6 +43,10 @@ int32_t misbehaving_step(macv_handle* h, const macv_step_inputs* in, macv_step_o
     case Misdeed::kWriteOtherSlot: L[((m + 1) % M) * in->ring_lse.strides[2]] += 1; break;
     case Misdeed::kSkipHit: static_cast<uint8_t*>(out->hit.data)[0] = 0xA5; break;
     case Misdeed::kWriteNotReady: L[(m % M) * in->ring_lse.strides[2]] += 1; break;
+    case Misdeed::kGateHits: static_cast<int64_t*>(in->gate_state.data)[2] += 1; break;
+    case Misdeed::kGateNotReady:
+      static_cast<int64_t*>(in->gate_state.data)[in->gate_state.strides[0] + 4] += 1;
+      break;
   }
   return rc;
 }
@@ -104,6 +110,49 @@ BOOST_AUTO_TEST_CASE(a_write_for_a_request_not_ready_fails) {
   BOOST_TEST((r.status == CaseStatus::kFail), r.message);
   BOOST_TEST((contains(r.message, "not ready") || contains(r.message, "may write only")),
              r.message);
+}
+
+// The gate (semantics §3.5): case 903 switches off and probes (batch 1), case 924 has request 1
+// not ready (pattern 101). The reference plugin's gate_state passes; a state that differs from
+// the reference's fails naming the request, the field, got and expected, even where the
+// decisions stay right; a change to the state of a request that is not ready fails by itself.
+BOOST_AUTO_TEST_CASE(gate_state_checked_after_every_step) {
+  for (int id : {903, 924}) {
+    const auto r = run_with(Misdeed::kNone, id);
+    BOOST_TEST((r.status == CaseStatus::kPass), "case " << id << ": " << r.message);
+  }
+  auto r = run_with(Misdeed::kGateHits, 903);
+  BOOST_TEST((r.status == CaseStatus::kFail), r.message);
+  BOOST_TEST(contains(r.message, "request 0 m 2048: gate state hits got 1, expected 0"), r.message);
+  r = run_with(Misdeed::kGateNotReady, 924);
+  BOOST_TEST((r.status == CaseStatus::kFail), r.message);
+  BOOST_TEST(contains(r.message,
+                      "gate_state of request 1 (not ready) changed: off_left 0 before "
+                      "the call, 1 after"),
+             r.message);
+}
+
+BOOST_AUTO_TEST_CASE(gate_cases_need_the_gate_policy) {
+  const auto& m = builtin_matrix();
+  const auto from = [](const std::string& t) { return verify::abi::caps_from_text(t); };
+  BOOST_TEST(verify::abi::not_applicable(from("policies = 3\n"), m[903]) ==
+             "gate window W = 2 but the gate policy (MACV_POLICY_GATE) is not declared");
+  BOOST_TEST(verify::abi::not_applicable(from("policies = 4\n"), m[903]) == "");
+  BOOST_TEST(verify::abi::not_applicable(from("policies = 3\n"), m[900]) == "");
+  // The state tensor [B, 5] I64 is laid out only for a gate case of a plugin declaring it.
+  const auto in = make_inputs(m[924]);
+  const verify::abi::AbiCase with(in, verify::abi::choose(from("policies = 4\n"), m[924]));
+  const auto& t = with.layout().t[verify::abi::kGateState];
+  BOOST_TEST(t.present == 1);
+  BOOST_TEST(t.dtype == MACV_I64);
+  BOOST_TEST(t.shape[0] == 3);
+  BOOST_TEST(t.shape[1] == 5);
+  const verify::abi::AbiCase without(in, verify::abi::choose(from("policies = 3\n"), m[924]));
+  BOOST_TEST(!without.layout().t[verify::abi::kGateState].present);
+  const auto in0 = make_inputs(m[0]);
+  const verify::abi::AbiCase off(in0, verify::abi::choose(from("policies = 4\n"), m[0]));
+  BOOST_TEST(!off.layout().t[verify::abi::kGateState].present);
+  BOOST_TEST(std::string(verify::abi::tensor_name(verify::abi::kGateState)) == "gate_state");
 }
 
 BOOST_AUTO_TEST_CASE(the_nonce_draws_other_inputs_reproducibly) {

@@ -1,4 +1,4 @@
-// mac-verify: certifies a MAC decode implementation against the 901-case matrix.
+// mac-verify: certifies a MAC decode implementation against the 941-case matrix.
 //
 //   mac-verify --list                         one line per case (header on stderr)
 //   mac-verify [--mode cpu|gpu|model] [--subset smoke|all|FAMILY] [--case ID,...]
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
   // The plugin loader's worker process (plugin.hpp): not an option a user gives.
   if (argc == 3 && std::string(argv[1]) == "--plugin-worker")
     return plugin_worker_main(std::atoi(argv[2]));
-  CLI::App app{"mac-verify: certify a MAC decode implementation against the 901-case matrix"};
+  CLI::App app{"mac-verify: certify a MAC decode implementation against the 941-case matrix"};
   bool list = false, quiet = false, no_summary = false, production = false;
   std::string mode, subset = "all", case_ids, shard = "0/1", devices, out = "mac-verify-report.h5",
                     fail_dir, replay, fault = "none", matrix_file;
@@ -214,9 +214,10 @@ int main(int argc, char** argv) {
                  "model mode: planted fault (none, tie-newer, band-late, threshold-inclusive, "
                  "write-before-read, no-ready-gate, second-best, tail-short, downdate-entry, "
                  "gen-min-off-by-one)");
-  app.add_option("--subset", subset,
-                 "all | smoke | a family name (grid, long, lag, batch, wrap, tie, threshold, "
-                 "small, gen_min, not_ready, graph_chain, extreme, params, d256, random)");
+  app.add_option(
+      "--subset", subset,
+      "all | smoke | a family name (grid, long, lag, batch, wrap, tie, threshold, "
+      "small, gen_min, not_ready, graph_chain, extreme, params, d256, random, policy, gate)");
   app.add_option("--case", case_ids, "only these case ids (e.g. 12 or 3,7,100-110)");
   app.add_option("--replay", replay,
                  "replay the case stored in a failure file (mac-verify-case<ID>.h5)");

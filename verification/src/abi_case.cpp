@@ -112,7 +112,8 @@ const char* tensor_name(int t) {
                                                  "prefill_q_tilde",
                                                  "prefill_first_pos",
                                                  "prefill_count",
-                                                 "ring_depth"};
+                                                 "ring_depth",
+                                                 "gate_state"};
   return t >= 0 && t < kNumTensors ? names[t] : "?";
 }
 
@@ -214,6 +215,8 @@ std::string not_applicable(const macv_caps& c, const CaseSpec& s) {
     return msg("depth cap K = ", s.K, " but the depth-cap policy is not declared");
   if (s.N > 0 && !(c.policies & MACV_POLICY_REFRESH))
     return msg("refresh N = ", s.N, " but the refresh policy is not declared");
+  if (s.W > 0 && !(c.policies & MACV_POLICY_GATE))
+    return msg("gate window W = ", s.W, " but the gate policy (MACV_POLICY_GATE) is not declared");
   return {};
 }
 
@@ -236,6 +239,7 @@ Choices choose(const macv_caps& c, const CaseSpec& s) {
   ch.reports_keys_read = c.reports_keys_read != 0;
   ch.writes_ring = c.writes_ring != 0;
   ch.ring_depth = (c.policies & MACV_POLICY_DEPTH_CAP) != 0;
+  ch.gate = (c.policies & MACV_POLICY_GATE) != 0 && s.has_gate();
   ch.decisions = c.decisions;
   ch.variant = 0;
   if (c.num_variants > 1) {
@@ -489,6 +493,7 @@ macv_step_inputs step_inputs(const CaseLayout& lay, void* base, int dev, int id)
   in.position = tensor(lay, kPosition, base, dev, id);
   in.ready = tensor(lay, kReady, base, dev, id);
   cache_and_ring(in, lay, base, dev, id);
+  in.gate_state = tensor(lay, kGateState, base, dev, id);
   return in;
 }
 
@@ -595,6 +600,11 @@ AbiCase::AbiCase(const CaseInputs& in, const Choices& ch) : in_(in), ch_(ch) {
   p.max_context = c.max_kv_len();
   p.depth_cap = c.K;
   p.refresh = c.N;
+  p.gate_window = c.W;
+  p.gate_probe = c.P;
+  p.gate_margin = c.mu;
+  p.gate_min_hit = c.hmin;
+  p.gate_fixed_bytes = c.Bfix;
 
   // q, q̃, o: [B, Hq, D], padded by 8 elements per head and per row when chosen (16-byte
   // rows stay aligned); lse [B, Hq] with a padded row.
@@ -623,6 +633,7 @@ AbiCase::AbiCase(const CaseInputs& in, const Choices& ch) : in_(in), ch_(ch) {
     add_tensor(kRingLse, MACV_F32, {B, Hq, M}, rs1);
     add_tensor(kRingPos, MACV_I64, {B, Hq, M}, rs1);
     if (ch.ring_depth) add_tensor(kRingDepth, MACV_I32, {B, Hq, M}, rs1);
+    if (ch.gate) add_tensor(kGateState, MACV_I64, {B, 5}, {5, 1});
   }
   add_tensor(kOut, ch.out_dtype, {B, Hq, D}, {rs, hs, 1});
   add_tensor(kLse, MACV_F32, {B, Hq}, {lrs, 1});
@@ -740,6 +751,8 @@ void AbiCase::host_prefill() {
 void AbiCase::begin(bool build_ring) {
   require(arena_ != nullptr, "AbiCase::begin before attach");
   for (int t = 0; t < kNumTensors; ++t) poison(t);
+  // The gate state is zero when a request starts (semantics §3.5).
+  if (ch_.gate) std::memset(data<uint8_t>(kGateState), 0, layout_.t[kGateState].bytes);
   std::memcpy(data<int32_t>(kPageTable), page_table_.data(), page_table_.size() * 4);
   const auto& c = in_.spec;
   for (int b = 0; b < c.batch; ++b) {
@@ -835,6 +848,15 @@ void AbiCase::before_step(int64_t s) {
     const auto& d = layout_.t[kRing[k]];
     ring_before_[k].assign(arena_ + d.offset, arena_ + d.offset + d.bytes);
   }
+  gate_before_.clear();
+  if (ch_.gate)
+    gate_before_.assign(data<int64_t>(kGateState), data<int64_t>(kGateState) + 5 * c.batch);
+}
+
+bool AbiCase::gate_state(int b, std::array<int64_t, 5>* out) const {
+  if (!ch_.gate) return false;
+  std::memcpy(out->data(), data<int64_t>(kGateState) + 5 * b, 5 * sizeof(int64_t));
+  return true;
 }
 
 std::string AbiCase::after_step(int64_t s, StepOutput* out) {
@@ -943,6 +965,22 @@ std::string AbiCase::after_step(int64_t s, StepOutput* out) {
         std::memcpy(ring_before_[3].data() + es * 8, data<uint8_t>(kRingPos) + es * 8, 8);
         if (ch_.ring_depth)
           std::memcpy(ring_before_[4].data() + es * 4, data<uint8_t>(kRingDepth) + es * 4, 4);
+      }
+    }
+  // Gate state: a request that is not ready is ineligible, and an ineligible step leaves its
+  // state alone; the ready rows are compared with the expected state by run_case.
+  if (ch_.gate)
+    for (int b = 0; b < B; ++b) {
+      if (in_.requests[static_cast<size_t>(b)].ready) continue;
+      for (int f = 0; f < 5; ++f) {
+        const int64_t now = data<int64_t>(kGateState)[5 * b + f];
+        const int64_t was = gate_before_[static_cast<size_t>(5 * b + f)];
+        if (now != was) {
+          note(msg("gate_state of request ", b, " (not ready) changed: ", kGateStateFields[f], " ",
+                   was, " before the call, ", now,
+                   " after; an ineligible step leaves the gate state alone"));
+          break;
+        }
       }
     }
   for (int k = 0; k < kRingTensors && problem.empty(); ++k) {

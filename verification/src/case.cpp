@@ -32,6 +32,11 @@ MacParams CaseSpec::params() const {
   p.gen_min = gen_min;
   p.depth_cap = K;
   p.refresh = N;
+  p.gate_window = W;
+  p.gate_probe = P;
+  p.gate_margin = mu;
+  p.gate_min_hit = hmin;
+  p.gate_fixed_bytes = Bfix;
   return p;
 }
 
@@ -87,13 +92,14 @@ void CaseSpec::validate() const {
           ready, "' must be a non-empty string of 0 and 1");
   require(k3 == "fused" || k3 == "side", w, "k3 = '", k3, "' must be fused or side");
   params().validate();
+  check_gate_config(make_gate_config(params(), Hq(), Hkv, D), max_kv_len() - 1);
 }
 
 const std::vector<std::string>& matrix_columns() {
   static const std::vector<std::string> c = {
-      "id",    "family", "seed", "D",       "G",       "Hkv", "batch", "ctx", "dctx",
-      "ps",    "M",      "r",    "F",       "gen_min", "tau", "steps", "hit", "lags",
-      "ready", "graph",  "k3",   "special", "smoke",   "K",   "N"};
+      "id", "family",  "seed",  "D",       "G",   "Hkv",   "batch", "ctx",  "dctx",  "ps",
+      "M",  "r",       "F",     "gen_min", "tau", "steps", "hit",   "lags", "ready", "graph",
+      "k3", "special", "smoke", "K",       "N",   "W",     "P",     "mu",   "hmin",  "Bfix"};
   return c;
 }
 
@@ -134,7 +140,8 @@ std::string CaseSpec::to_line() const {
      << batch << '\t' << ctx << '\t' << dctx << '\t' << ps << '\t' << M << '\t' << r << '\t' << F
      << '\t' << gen_min << '\t' << fmt_double(tau) << '\t' << steps << '\t' << fmt_double(hit)
      << '\t' << lags << '\t' << ready << '\t' << (graph ? 1 : 0) << '\t' << k3 << '\t' << special
-     << '\t' << (smoke ? 1 : 0) << '\t' << K << '\t' << N;
+     << '\t' << (smoke ? 1 : 0) << '\t' << K << '\t' << N << '\t' << W << '\t' << P << '\t' << mu
+     << '\t' << hmin << '\t' << Bfix;
   return os.str();
 }
 
@@ -145,7 +152,9 @@ std::string CaseSpec::describe() const {
      << " M=" << M << " r=" << r << " F=" << F << " gen_min=" << gen_min << " tau=" << tau
      << " steps=" << steps << " hit=" << hit << " lags=" << lags << " ready=" << ready
      << (graph ? " graph" : "") << " k3=" << k3 << (special != "none" ? " " + special : "")
-     << (K >= 0 ? msg(" K=", K) : "") << (N > 0 ? msg(" N=", N) : "") << " seed=" << seed;
+     << (K >= 0 ? msg(" K=", K) : "") << (N > 0 ? msg(" N=", N) : "")
+     << (W > 0 ? msg(" W=", W, " P=", P, " mu=", mu, " hmin=", hmin, " Bfix=", Bfix) : "")
+     << " seed=" << seed;
   return os.str();
 }
 
@@ -213,6 +222,12 @@ CaseSpec parse_case(const std::string& line) {
   c.smoke = I(0, 1) != 0;
   c.K = I(-kMaxTokens, kMaxTokens);  // validate() names the policy ranges
   c.N = I(-kMaxTokens, kMaxTokens);
+  // The gate's ranges of MacParams::validate (semantics §3.5).
+  c.W = I(0, kGateMaxWindow);
+  c.P = I(1, kMaxTokens);
+  c.mu = I(1, kGateMaxMargin);
+  c.hmin = I(0, kGatePerMille);
+  c.Bfix = I(0, kGateMaxFixedBytes);
   c.validate();
   return c;
 }

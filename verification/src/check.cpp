@@ -81,6 +81,14 @@ double lse_err(double got, double want) {
 double lse_limit(double tol, double want) { return tol * std::max(1.0, std::abs(want)); }
 }  // namespace
 
+std::string gate_state_diff(const std::array<int64_t, 5>& got, const GateState& want) {
+  const int64_t w[5] = {want.bytes_mac, want.bytes_full, want.hits, want.steps, want.off_left};
+  for (int f = 0; f < 5; ++f)
+    if (got[static_cast<size_t>(f)] != w[f])
+      return msg(kGateStateFields[f], " got ", got[static_cast<size_t>(f)], ", expected ", w[f]);
+  return {};
+}
+
 CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions& opt,
                     CaseInputs* inputs_out) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -217,6 +225,17 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
             }
           }
         }
+      }
+      // The gate's state (§3.5) decides the steps to come: an implementation that keeps one
+      // must keep the reference's, bit for bit, whatever its decisions so far.
+      for (int i = 0; i < spec.batch; ++i) {
+        std::array<int64_t, 5> got{};
+        if (!impl.gate_state(i, &got)) continue;
+        const std::string d = gate_state_diff(got, expected.gate_state(i));
+        if (!d.empty())
+          fail(res.heads[static_cast<size_t>(i) * Hq],
+               msg("request ", i, " m ", in.requests[static_cast<size_t>(i)].prompt + s,
+                   ": gate state ", d));
       }
       records.push_back(std::move(rec));
     }

@@ -62,6 +62,12 @@ class ReferenceImpl final : public Implementation {
       }
     }
   }
+  bool gate_state(int i, std::array<int64_t, 5>* out) const override {
+    if (in_->params.gate_window == 0) return false;
+    const GateState& g = steppers_[static_cast<size_t>(i)]->gate_state();
+    *out = {g.bytes_mac, g.bytes_full, g.hits, g.steps, g.off_left};
+    return true;
+  }
 
  private:
   StateStorage storage_;
@@ -76,6 +82,11 @@ class ModelImpl final : public Implementation {
   explicit ModelImpl(Fault f) : fault_(f) {}
   std::string name() const override { return std::string("model-fp64/") + to_string(fault_); }
   std::string device() const override { return "cpu"; }
+  bool supports(const CaseSpec& c, std::string* why) const override {
+    if (!c.has_gate()) return true;
+    *why = msg("gate window W = ", c.W, " but the FP64 model does not implement the gate (§3.5)");
+    return false;
+  }
 
   void begin(const CaseInputs& in) override {
     in_ = &in;

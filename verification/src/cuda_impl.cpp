@@ -36,6 +36,10 @@ class CudaImpl final : public Implementation {
       *why = "the CUDA kernels do not implement the policies of semantics §3.3 (K, N) yet";
       return false;
     }
+    if (c.has_gate()) {
+      *why = "this in-process CUDA path does not run the gate of semantics §3.5 (W > 0)";
+      return false;
+    }
     return true;
   }
 

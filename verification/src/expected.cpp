@@ -16,6 +16,9 @@ Expected::Expected(const CaseInputs& in, StateStorage storage) : in_(in), storag
   const int Hq = in.spec.Hq();
   rings_.resize(in.requests.size());
   slots_.resize(in.requests.size());
+  gate_ = make_gate_config(in.params, Hq, in.spec.Hkv, in.spec.D);
+  gate_states_.assign(in.requests.size(), GateState{});
+  gate_modes_.assign(in.requests.size(), GateMode::kNone);
   for (size_t i = 0; i < in.requests.size(); ++i) {
     // min(M, T) slots, as the oracle and the stepper keep: request i only ever holds positions
     // p < T = P + steps, and for those slot p mod min(M, T) is slot p mod M (M ≥ T never
@@ -57,7 +60,7 @@ inline double d2_exactish(const float* a, const float* b, int D) {
 }
 }  // namespace
 
-void Expected::match_head(int i, int h, int64_t m, ExpectedHead* out) const {
+void Expected::match_head(int i, int h, int64_t m, bool gated, ExpectedHead* out) const {
   const auto& rq = in_.requests[static_cast<size_t>(i)];
   const auto& L = rq.layer;
   const auto& par = in_.params;
@@ -71,6 +74,10 @@ void Expected::match_head(int i, int h, int64_t m, ExpectedHead* out) const {
   e.margin = std::numeric_limits<double>::quiet_NaN();
   e.eligible = m >= par.gen_min && rq.ready && m >= 1;
   if (!e.eligible) return;
+  if (gated) {
+    e.policy = 3;
+    return;
+  }
   const float* q = L.q_pre_at(m, h);
   const int64_t first = m - M > 0 ? m - M : 0;
   // Pre-filter: the canonical FP32 distance is within a relative 2^-24·D/8·few ≪ 1e-3 of
@@ -131,9 +138,16 @@ std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
   std::vector<oracle::SegmentQuery> queries;
   std::vector<int> lazy_of(static_cast<size_t>(Hq),
                            -1);  // query index of a lazily evaluated prefix
+  // The gate (§3.5) decides from the state the earlier steps left; an ineligible step is
+  // kNone and leaves it alone.
+  GateState& gst = gate_states_[static_cast<size_t>(i)];
+  const bool eligible = m >= par.gen_min && rq.ready && m >= 1;
+  const GateMode mode = eligible ? mac::gate_mode(gate_, gst, m) : GateMode::kNone;
+  gate_modes_[static_cast<size_t>(i)] = mode;
+  const bool gated = gate_gated(mode);
   // 1–2. Eligibility and match (all heads read the ring before any write).
 #pragma omp parallel for schedule(dynamic)
-  for (int h = 0; h < Hq; ++h) match_head(i, h, m, &heads[static_cast<size_t>(h)]);
+  for (int h = 0; h < Hq; ++h) match_head(i, h, m, gated, &heads[static_cast<size_t>(h)]);
   for (int h = 0; h < Hq; ++h) {
     auto& e = heads[static_cast<size_t>(h)];
     oracle::SegmentQuery sq;
@@ -161,6 +175,27 @@ std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
     queries.push_back(std::move(sq));
   }
   const auto seg = oracle::attend_segments(L, in_.scale, queries);
+
+  // The byte model of the step (§3.5): each KV group reads [0, Fe(E(m))) and [lo, m], lo its
+  // heads' smallest band start (E(p) on a hit, Fe(E(m)) on a miss).
+  {
+    int64_t hits = 0, group_keys = 0;
+    for (int hk = 0; hk < in_.spec.Hkv; ++hk) {
+      int64_t lo = m + 1, fe = 0;
+      for (int h = hk * G; h < (hk + 1) * G; ++h) {
+        const auto& e = heads[static_cast<size_t>(h)];
+        const auto k = step_ranges(m, e.hit ? e.match_pos : -1, r, F);
+        lo = std::min(lo, k.band_begin);
+        fe = k.sink_end;
+        hits += e.hit;
+      }
+      group_keys += gate_group_keys(m, fe, lo);
+    }
+    const int64_t full = gate_full_bytes(gate_, m);
+    const int64_t bytes = eligible && !gated ? gate_mac_bytes(gate_, m, group_keys)
+                                             : full + (rq.ready ? gate_write_bytes(gate_) : 0);
+    gate_update(gate_, gst, mode, hits, bytes, full);
+  }
 
   // 3–5. Amend, complete, cache write.
   for (int h = 0; h < Hq; ++h) {

@@ -119,11 +119,17 @@ int export_cases(const std::string& dir, const std::vector<CaseSpec>& cases, con
   std::vector<std::string> lines, reasons;
   int exported = 0;
   for (const auto& c : cases) {
-    // The files carry no chain depths and no policy parameters (semantics §3.3) yet; a plain
-    // decode kernel needs neither (its exact attention does not depend on them).
+    // The files carry no chain depths, no policy parameters (semantics §3.3) and no gate
+    // parameters or state (§3.5) yet; a plain decode kernel needs none of them (its exact
+    // attention does not depend on them).
+    const bool mac = caps.decisions != MACV_DECISIONS_EXACT;
     const std::string why =
-        c.has_policy() && caps.decisions != MACV_DECISIONS_EXACT
+        c.has_policy() && mac
             ? std::string("policy cases (K, N) are not carried by the file protocol")
+        : c.has_gate() && mac
+            ? std::string(
+                  "gate cases (W > 0) are not carried by the file protocol: it has no "
+                  "gate parameters or gate state")
             : abi::not_applicable(caps, c);
     ids.push_back(c.id);
     lines.push_back(c.to_line());

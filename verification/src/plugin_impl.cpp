@@ -247,6 +247,9 @@ class AbiImpl final : public Implementation {
     ab_->clear_dirty();
     note(ab_->after_step(s, out));
   }
+  bool gate_state(int i, std::array<int64_t, 5>* out) const override {
+    return ab_ && ab_->gate_state(i, out);
+  }
 
   std::string end() override {
     ch_->end_case();

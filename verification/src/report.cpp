@@ -602,8 +602,9 @@ std::string summary_table(const Report& r) {
     if (c.status != CaseStatus::kFail && c.status != CaseStatus::kError) continue;
     const std::string& m = c.message;
     std::string k = "other";
-    for (const char* key : {"decision", "keys read", "output rel L2", "LSE error", "ring entry",
-                            "prefill entries", "device error flags", "bit-identical", "CUDA"})
+    for (const char* key :
+         {"decision", "keys read", "output rel L2", "LSE error", "ring entry", "prefill entries",
+          "device error flags", "bit-identical", "CUDA", "gate state", "gate_state"})
       if (m.find(key) != std::string::npos) {
         k = key;
         break;

@@ -20,6 +20,7 @@
 #include "mac/verify/impl.hpp"
 #include "mac/verify/plugin_abi.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,6 +52,7 @@ enum Tensor : int {
   kPrefFirst,
   kPrefCount,
   kRingDepth,  //!< ring chain depths (present with the depth-cap policy)
+  kGateState,  //!< per-request gate state [B, 5] (present with the gate policy and W > 0)
   kNumTensors
 };
 /*! \brief The ABI name of a tensor, e.g. "q_tilde", "ring_o". */
@@ -91,6 +93,7 @@ struct Choices {
   bool reports_keys_read = false;
   bool writes_ring = true;
   bool ring_depth = false;  //!< the ring carries chain depths (MACV_POLICY_DEPTH_CAP)
+  bool gate = false;        //!< the case's gate state is laid out (MACV_POLICY_GATE, W > 0)
   int variant = 0;          //!< index into caps.variants
   /*! enum macv_decisions: REPORTED lays out hit and match_pos, UNREPORTED neither, EXACT
    *  neither and no ring at all. */
@@ -166,6 +169,8 @@ uint64_t hash_bytes(const void* data, size_t bytes);
  *     RoPE), which could pass one step and corrupt the next;
  *   - every ring slot but m mod M of a ready request bit-identical: state smuggled into other
  *     slots, writes for requests that are not ready, an entry in the wrong slot;
+ *   - the gate state of a request that is not ready unchanged (an ineligible step leaves it
+ *     alone); every row is compared with the expected state by run_case;
  *   - tokens beyond kv_len NaN in the cache: reading keys the step may not see;
  *   - inputs drawn with the run's nonce (RunOptions::nonce): answers cached from another run.
  *  A kernel returning the previous step's output fails the value checks: every step's inputs
@@ -199,6 +204,9 @@ class AbiCase {
    *  a device mirror must upload). */
   const std::vector<Range>& dirty() const { return dirty_; }
   void clear_dirty() { dirty_.clear(); }
+  /*! \brief Request b's gate state row as the implementation left it (bytes_mac,
+   *  bytes_full, hits, steps, off_left); false when the case lays out no gate state. */
+  bool gate_state(int b, std::array<int64_t, 5>* out) const;
   /*! \brief Position m of request b at step s. */
   int64_t position(int b, int64_t s) const;
   /*! \brief Element offset of ring slot (b, h, slot j): of its first element in ring_q and
@@ -228,6 +236,8 @@ class AbiCase {
   std::vector<uint64_t> input_hash_;  //!< per input tensor, before the call
   std::vector<uint8_t>
       ring_before_[5];  //!< ring_q, ring_o, ring_lse, ring_pos, ring_depth snapshots
+  /*! gate_state before the call */
+  std::vector<int64_t> gate_before_;
 };
 
 }  // namespace mac::verify::abi

@@ -38,6 +38,12 @@ struct CaseSpec {
   bool smoke = false;            //!< member of the `smoke` subset (CI)
   int64_t K = -1;                //!< depth cap (semantics §3.3); −1: none
   int64_t N = 0;                 //!< refresh period (semantics §3.3); 0: none
+  int64_t W = 0;                 //!< gate window (semantics §3.5), MacParams::gate_window; 0: off
+  int64_t P = 256;               //!< gate probe, MacParams::gate_probe
+  int64_t mu = 1000;             //!< gate margin ‰, MacParams::gate_margin
+  int64_t hmin = 0;              //!< gate minimum hit rate ‰, MacParams::gate_min_hit
+  int64_t Bfix = kGateFixedBytesDefault;  //!< gate fixed bytes, MacParams::gate_fixed_bytes
+                                          //!< of every request (not divided by the batch)
 
   int Hq() const { return G * Hkv; }
   int64_t context(int i) const;  //!< ctx_i (≥ 2)
@@ -47,6 +53,8 @@ struct CaseSpec {
   MacParams params() const;
   /*! \brief Whether the case sets a policy of semantics §3.3 (K ≥ 0 or N > 0). */
   bool has_policy() const { return K >= 0 || N > 0; }
+  /*! \brief Whether the case turns the adaptive gate of semantics §3.5 on (W > 0). */
+  bool has_gate() const { return W > 0; }
   double scale() const;  //!< softmax scale 1/√D
   /*! \brief The factor s of `special = logits:s` (q and k scaled by s), else 1. */
   double logit_scale() const;

@@ -13,6 +13,8 @@
  *   * ring entry of m: written iff the request is ready, q̃ a bit copy, state within the
  *     entry tolerances of prefix ⊕ band (empty iff expected empty);
  *   * ineligible heads bit-identical to the full-attention kernel (when reported).
+ *  Per (request, step) of a gated case (W > 0), where the implementation exposes its gate state
+ *  (Implementation::gate_state): every field equal to the expected state's.
  *  An implementation that reports no decisions (Grading::kMacValues) skips the first; a plain
  *  decode kernel (Grading::kExact) is held to exact attention attn(q_m, [0, m]) for its output
  *  and LSE, m + 1 keys read, and has no ring entry or eligibility to check.
@@ -20,6 +22,7 @@
 #include "mac/verify/expected.hpp"
 #include "mac/verify/impl.hpp"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -147,6 +150,13 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
  *  `*nonce_out` is the nonce of the last trial run (the one a replay needs). */
 CaseResult run_trials(const CaseSpec& spec, Implementation& impl, const RunOptions& opt, int trials,
                       uint64_t* nonce_out);
+
+/*! \brief The fields of mac::GateState in the order of the ABI's gate_state tensor. */
+inline constexpr const char* kGateStateFields[5] = {"bytes_mac", "bytes_full", "hits", "steps",
+                                                    "off_left"};
+/*! \brief "" if `got` equals `want` in every field, else "FIELD got X, expected Y" of the first
+ *  field that differs (kGateStateFields order). */
+std::string gate_state_diff(const std::array<int64_t, 5>& got, const GateState& want);
 
 /*! \brief Relative L2 ‖a − b‖/‖b‖ in FP64 (NaN-safe: any NaN gives +inf; ‖b‖ = 0 gives ‖a‖). */
 double rel_l2(const std::vector<double>& a, const Eigen::VectorXd& b, double* max_abs = nullptr);

@@ -7,6 +7,11 @@
  *         those decisions,
  *         evaluated with the oracle's compensated engine (mac::oracle::attend_segments).
  *
+ *  The adaptive gate of §3.5 (a case with W > 0) is the reference's own rule (mac/ref/gate.hpp:
+ *  gate_mode, gate_update and the byte model), with one GateState per request: a gated step is
+ *  eligible, misses at every head without a match (policy 3) and writes its exact entry when
+ *  ready; an ineligible step leaves the state alone.
+ *
  *  Prompt entries are evaluated lazily: only an entry that some step actually reuses is
  *  computed (attn(q_p, [Fe(E(p)), E(p))) at first use), so a 127K-token prompt costs a
  *  few full-context attentions instead of M·Hq of them. Per step and head one call over
@@ -14,6 +19,7 @@
  *  attention as the ⊕ of all disjoint segments).
  */
 #include "mac/oracle/oracle.hpp"
+#include "mac/ref/gate.hpp"
 #include "mac/verify/inputs.hpp"
 
 #include <cstdint>
@@ -26,12 +32,12 @@ struct ExpectedHead {
   int64_t position = 0;
   bool eligible = false;
   bool hit = false;
-  int64_t best_pos = -1;     //!< nearest candidate (−1 if none searched)
-  int64_t match_pos = -1;    //!< on a hit
-  int policy = 0;            //!< a would-be hit a policy turned into a miss: 1 refresh, 2 cap
-  int64_t depth = 0;         //!< chain depth of entry(m): depth(p) + 1 on a hit, else 0
-  float d2 = 0;              //!< canonical FP32 distance of best (NaN if none)
-  double margin = 0;         //!< thr − d2 (FP64 d2): how close the decision was
+  int64_t best_pos = -1;   //!< nearest candidate (−1 if none searched)
+  int64_t match_pos = -1;  //!< on a hit
+  int policy = 0;     //!< why a rule made the head miss: 1 refresh, 2 cap (a would-be hit), 3 gated
+  int64_t depth = 0;  //!< chain depth of entry(m): depth(p) + 1 on a hit, else 0
+  float d2 = 0;       //!< canonical FP32 distance of best (NaN if none)
+  double margin = 0;  //!< thr − d2 (FP64 d2): how close the decision was
   int64_t keys_read = 0;     //!< (m−p) + min(r, m+1) + Fe(E(m)) on a hit, m+1 on a miss
   bool wrote_entry = false;  //!< ready: entry(m) written to slot m mod M
   oracle::State entry;       //!< prefix ⊕ band over [Fe(E(m)), E(m)) (FP64)
@@ -50,6 +56,10 @@ class Expected {
   explicit Expected(const CaseInputs& in, StateStorage storage = StateStorage::kFull);
   /*! \brief Step s of every request: [batch][Hq]. */
   std::vector<std::vector<ExpectedHead>> step(int64_t s);
+  /*! \brief Request i's gate state (semantics §3.5) after the last step (zero before). */
+  const GateState& gate_state(int i) const { return gate_states_[static_cast<size_t>(i)]; }
+  /*! \brief The gate's mode of request i at the last step (kNone before the first). */
+  GateMode gate_mode(int i) const { return gate_modes_[static_cast<size_t>(i)]; }
 
  private:
   struct Slot {
@@ -59,7 +69,8 @@ class Expected {
     oracle::State state;
   };
   std::vector<ExpectedHead> step_request(int i, int64_t m);
-  void match_head(int i, int h, int64_t m, ExpectedHead* out) const;
+  /*! \brief `gated`: the gate runs the step without the match (every head misses). */
+  void match_head(int i, int h, int64_t m, bool gated, ExpectedHead* out) const;
   oracle::State store(const oracle::State& s) const;  //!< rounds as storage_ keeps entries
   /*! \brief Ring slot of position p for head h of request i (slot p mod slots_[i]). */
   Slot& slot(int i, int h, int64_t p) {
@@ -74,6 +85,9 @@ class Expected {
   StateStorage storage_;
   std::vector<std::vector<Slot>> rings_;  //!< [batch][Hq·slots]
   std::vector<int64_t> slots_;            //!< [batch] min(M, P + steps)
+  GateConfig gate_;                       //!< the case's gate (window 0: off)
+  std::vector<GateState> gate_states_;    //!< [batch]
+  std::vector<GateMode> gate_modes_;      //!< [batch] mode of the last step
 };
 
 }  // namespace mac::verify

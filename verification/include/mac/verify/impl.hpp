@@ -7,6 +7,7 @@
  */
 #include "mac/verify/inputs.hpp"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,6 +50,11 @@ class Implementation {
   virtual bool supports(const CaseSpec& c, std::string* why) const { return true; }
   virtual void begin(const CaseInputs& in) = 0;
   virtual void step(int64_t s, StepOutput* out) = 0;
+  /*! \brief Request i's gate state (semantics §3.5) after the last step, where the
+   *  implementation keeps one the driver can see, as (bytes_mac, bytes_full, hits, steps,
+   *  off_left) in 64 bits each (a value outside int32 is seen, not narrowed); false: none to
+   *  check. The driver requires it equal, field by field, to the expected state every step. */
+  virtual bool gate_state(int i, std::array<int64_t, 5>* out) const { return false; }
   /*! \brief Finishes the case; returns a non-empty message on an implementation-level error
    *  (e.g. device error flags). */
   virtual std::string end() { return {}; }

@@ -16,8 +16,8 @@
  * buffer: the paged KV cache, the page table, positions, readiness, the queries, the ring (q̃, o, L
  * and position per slot) and the outputs (destination passing). The plugin reads the inputs, reads
  * the ring, writes ring slot `m mod M` of each ready request (if it declares `writes_ring`), and
- * writes the outputs. Everything it needs from one step to the next is in the ring: the driver may
- * hand the same handle inputs it has never seen.
+ * writes the outputs. Everything it needs from one step to the next is in the ring (and, for the
+ * adaptive gate, in gate_state): the driver may hand the same handle inputs it has never seen.
  *
  *  What the driver checks besides the results (each rules out a way of gaming it):
  *   - every output is filled with NaN (integers with an invalid value) before every call,
@@ -26,6 +26,8 @@
  *     hashed before and after each call and must be unchanged;
  *   - every ring slot the plugin did not declare it writes (all but `m mod M` of the ready
  *     requests) must be bit-identical after the call;
+ *   - with MACV_POLICY_GATE, every row of gate_state must equal the reference's gate state
+ *     after every step, and the rows of requests that are not ready must be unchanged;
  *   - inputs are drawn afresh for every run (a nonce mixed into every case's seed), so an
  *     answer cached from an earlier run cannot pass.
  *
@@ -99,8 +101,11 @@ enum macv_ring_layout {
 enum macv_policy {
   MACV_POLICY_DEPTH_CAP = 1, /*!< params.depth_cap ≥ 0: a would-be hit on an entry of chain
                                   depth ≥ depth_cap misses; needs ring_depth */
-  MACV_POLICY_REFRESH = 2    /*!< params.refresh > 0: head h misses at every m with
+  MACV_POLICY_REFRESH = 2,   /*!< params.refresh > 0: head h misses at every m with
                                   (m + ⌊h·refresh/Hq⌋) mod refresh = 0 */
+  MACV_POLICY_GATE = 4       /*!< params.gate_window > 0: the adaptive gate of docs/semantics.md
+                                  §3.5 (reference/include/mac/ref/gate.hpp), its per-request
+                                  state in macv_step_inputs.gate_state */
 };
 
 /*! \brief What a step reports of its decisions (macv_caps.decisions), and so what it is graded
@@ -207,9 +212,18 @@ typedef struct macv_params {
   int64_t max_context;  /*!< largest kv_len of any step of the case */
   int64_t depth_cap;    /*!< K of MACV_POLICY_DEPTH_CAP; −1: no cap */
   int64_t refresh;      /*!< N of MACV_POLICY_REFRESH; 0: no refresh */
+  /* Appended after version 1's first layout: the gate of MACV_POLICY_GATE (docs/semantics.md
+   * §3.5; MacParams in reference/include/mac/ref/common.hpp). A plugin built before them never
+   * reads them; the driver gives a case with gate_window > 0 only to a plugin declaring
+   * MACV_POLICY_GATE. */
+  int64_t gate_window;  /*!< W: MAC steps per window, in [0, 4096]; 0: the gate is off */
+  int64_t gate_probe;   /*!< P: gated steps before a probe window, ≥ 1 */
+  int64_t gate_margin;  /*!< μ ‰: off iff 1000·Σ bytes_mac ≥ μ·Σ bytes_full, [1, 10^4] */
+  int64_t gate_min_hit; /*!< h_min ‰: off iff 1000·hits < h_min·Hq·W, in [0, 1000] */
+  int64_t gate_fixed_bytes; /*!< B_fix: fixed bytes of a step in which the match runs, [0, 2^34] */
 } macv_params;
 
-/*! \brief Inputs of one step. Read-only for the plugin, except the four ring tensors. */
+/*! \brief Inputs of one step. Read-only for the plugin, except the ring tensors and gate_state. */
 typedef struct macv_step_inputs {
   macv_tensor q;          /*!< [B, Hq, D] BF16: post-RoPE query of position m (attention) */
   macv_tensor q_tilde;    /*!< [B, Hq, D] BF16: q̃_m, the pre-RoPE query matched against the
@@ -235,6 +249,15 @@ typedef struct macv_step_inputs {
                                entry or a miss, depth(p) + 1 for a hit on p). Present (data not
                                NULL) only for a plugin declaring MACV_POLICY_DEPTH_CAP, which
                                then writes it with the entry */
+  /* Appended after version 1's first layout (a plugin built before it never reads it). */
+  macv_tensor gate_state; /*!< [B, 5] I64 (in/out): request b's mac::GateState as
+                               (bytes_mac, bytes_full, hits, steps, off_left), zero when the case
+                               starts. The step decides its gate mode from the row (gate_mode)
+                               and leaves in it the state after the step (gate_update). Present
+                               (data not NULL) only for a plugin declaring MACV_POLICY_GATE and a
+                               case with gate_window > 0. The driver requires every row equal to
+                               the reference's state after every step, and the rows of requests
+                               that are not ready unchanged */
 } macv_step_inputs;
 
 /*! \brief Outputs of one step, allocated by the driver and poisoned before every call
