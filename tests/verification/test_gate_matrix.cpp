@@ -11,7 +11,6 @@
 #include "mac/verify/inputs.hpp"
 
 #include <map>
-#include <sstream>
 
 using namespace mac;
 using namespace mac::verify;
@@ -166,32 +165,7 @@ BOOST_AUTO_TEST_CASE(gate_columns_parse_with_their_ranges) {
   for (const auto& c : m) BOOST_TEST(c.has_gate() == (c.family == "gate"), "case " << c.id);
   const auto line = first.to_line();
   BOOST_TEST(parse_case(line).to_line() == line);
-  const auto bad = [&](const std::string& col, const std::string& value) {
-    const auto& cols = matrix_columns();
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    std::string t;
-    while (std::getline(ss, t, '\t')) f.push_back(t);
-    for (size_t i = 0; i < cols.size(); ++i)
-      if (cols[i] == col) f[i] = value;
-    std::string out;
-    for (size_t i = 0; i < f.size(); ++i) out += (i ? "\t" : "") + f[i];
-    try {
-      parse_case(out);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
-  BOOST_TEST(bad("W", "4097") == "matrix column W = 4097 is outside [0, 4096]");
-  BOOST_TEST(bad("W", "-1") == "matrix column W = -1 is outside [0, 4096]");
-  BOOST_TEST(bad("P", "0").find("matrix column P = 0 is outside [1, ") == 0u);
-  BOOST_TEST(bad("mu", "0") == "matrix column mu = 0 is outside [1, 10000]");
-  BOOST_TEST(bad("mu", "10001") == "matrix column mu = 10001 is outside [1, 10000]");
-  BOOST_TEST(bad("hmin", "1001") == "matrix column hmin = 1001 is outside [0, 1000]");
-  BOOST_TEST(bad("Bfix", "17179869185") ==
-             "matrix column Bfix = 17179869185 is outside [0, 17179869184]");
-  BOOST_TEST(bad("Bfix", "x") == "matrix column Bfix = 'x' is not an integer");
+  // (A gate column out of range: test_matrix.cpp, bad_lines_name_the_column.)
   // A line without the five gate columns (the 25 columns of the earlier matrix) is refused.
   std::string old = line;
   for (int k = 0; k < 5; ++k) old = old.substr(0, old.rfind('\t'));

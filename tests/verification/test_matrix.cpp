@@ -155,6 +155,17 @@ BOOST_AUTO_TEST_CASE(bad_lines_name_the_column) {
              std::string::npos);
   BOOST_TEST(bad("steps", "99999999999999999999").find("not an integer") != std::string::npos);
   BOOST_TEST(bad("smoke", "2").find("smoke = 2") != std::string::npos);
+  // The gate's columns, on a case of the gate family.
+  line = builtin_matrix()[901].to_line();
+  BOOST_TEST(bad("W", "4097") == "matrix column W = 4097 is outside [0, 4096]");
+  BOOST_TEST(bad("W", "-1") == "matrix column W = -1 is outside [0, 4096]");
+  BOOST_TEST(bad("P", "0").find("matrix column P = 0 is outside [1, ") == 0u);
+  BOOST_TEST(bad("mu", "0") == "matrix column mu = 0 is outside [1, 10000]");
+  BOOST_TEST(bad("mu", "10001") == "matrix column mu = 10001 is outside [1, 10000]");
+  BOOST_TEST(bad("hmin", "1001") == "matrix column hmin = 1001 is outside [0, 1000]");
+  BOOST_TEST(bad("Bfix", "17179869185") ==
+             "matrix column Bfix = 17179869185 is outside [0, 17179869184]");
+  BOOST_TEST(bad("Bfix", "x") == "matrix column Bfix = 'x' is not an integer");
 }
 
 // A case line (as reports and failure files store it) parses back to the same case, also for
