@@ -303,6 +303,7 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
 #endif
   if (in->q.strides[2] != 1 || out->o.strides[2] != 1)
     return fail(err, n, "q and o need a contiguous head dimension");
+  const mac::GateConfig g = gate_config(p);  // the gate of §3.5 (window 0: off)
   for (int64_t b = 0; b < B; ++b) {
     const int64_t m = *at<int64_t>(in->position, b);
     const bool ready = *at<uint8_t>(in->ready, b) != 0;
@@ -310,7 +311,6 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
     const bool eligible = m >= p.gen_min && ready && m >= 1;  // docs/semantics.md §3 step 1
     // The gate (§3.5) decides from the state the earlier steps left in gate_state; an
     // ineligible step is kNone and leaves it alone.
-    const mac::GateConfig g = gate_config(p);
     mac::GateState gs = load_gate(in->gate_state, b);
     const mac::GateMode mode = eligible ? mac::gate_mode(g, gs, m) : mac::GateMode::kNone;
     const bool gated = mac::gate_gated(mode);
@@ -421,8 +421,7 @@ int32_t step(macv_handle* h, const macv_step_inputs* in, macv_step_outputs* out,
     }
     if (in->gate_state.data) {
       const int64_t full = mac::gate_full_bytes(g, m);
-      const int64_t bytes = eligible && !gated ? mac::gate_mac_bytes(g, m, group_keys)
-                                               : full + (ready ? mac::gate_write_bytes(g) : 0);
+      const int64_t bytes = mac::gate_step_bytes(g, m, eligible && !gated, ready, group_keys);
 #if MACV_FAULT_GATE_NO_PROBE
       if (mode == mac::GateMode::kOff) ++gs.off_left;  // undoes the countdown: never probes
 #endif

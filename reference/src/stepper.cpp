@@ -197,8 +197,7 @@ StepResult<T> DecodeStepper<T>::step(int64_t m, bool ready) {
     gs.group_keys += gate_group_keys(m, res.heads[static_cast<size_t>(hk * G)].sink_end, lo);
   }
   gs.bytes_full = gate_full_bytes(gate_, m);
-  gs.bytes = eligible && !gated ? gate_mac_bytes(gate_, m, gs.group_keys)
-                                : gs.bytes_full + (ready ? gate_write_bytes(gate_) : 0);
+  gs.bytes = gate_step_bytes(gate_, m, eligible && !gated, ready, gs.group_keys);
   gate_update(gate_, gate_state_, mode, gs.hits, gs.bytes, gs.bytes_full);
   gs.state = gate_state_;
 

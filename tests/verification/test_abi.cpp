@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(gate_state_checked_after_every_step) {
   r = run_with(Misdeed::kGateNotReady, 924);
   BOOST_TEST((r.status == CaseStatus::kFail), r.message);
   BOOST_TEST(contains(r.message,
-                      "gate_state of request 1 (not ready) changed: off_left 0 before "
+                      "gate state of request 1 (not ready) changed: off_left 0 before "
                       "the call, 1 after"),
              r.message);
 }

@@ -976,7 +976,7 @@ std::string AbiCase::after_step(int64_t s, StepOutput* out) {
         const int64_t now = data<int64_t>(kGateState)[5 * b + f];
         const int64_t was = gate_before_[static_cast<size_t>(5 * b + f)];
         if (now != was) {
-          note(msg("gate_state of request ", b, " (not ready) changed: ", kGateStateFields[f], " ",
+          note(msg("gate state of request ", b, " (not ready) changed: ", kGateStateFields[f], " ",
                    was, " before the call, ", now,
                    " after; an ineligible step leaves the gate state alone"));
           break;

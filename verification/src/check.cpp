@@ -82,10 +82,9 @@ double lse_limit(double tol, double want) { return tol * std::max(1.0, std::abs(
 }  // namespace
 
 std::string gate_state_diff(const std::array<int64_t, 5>& got, const GateState& want) {
-  const int64_t w[5] = {want.bytes_mac, want.bytes_full, want.hits, want.steps, want.off_left};
-  for (int f = 0; f < 5; ++f)
-    if (got[static_cast<size_t>(f)] != w[f])
-      return msg(kGateStateFields[f], " got ", got[static_cast<size_t>(f)], ", expected ", w[f]);
+  const auto w = gate_state_row(want);
+  for (size_t f = 0; f < w.size(); ++f)
+    if (got[f] != w[f]) return msg(kGateStateFields[f], " got ", got[f], ", expected ", w[f]);
   return {};
 }
 

@@ -64,8 +64,7 @@ class ReferenceImpl final : public Implementation {
   }
   bool gate_state(int i, std::array<int64_t, 5>* out) const override {
     if (in_->params.gate_window == 0) return false;
-    const GateState& g = steppers_[static_cast<size_t>(i)]->gate_state();
-    *out = {g.bytes_mac, g.bytes_full, g.hits, g.steps, g.off_left};
+    *out = gate_state_row(steppers_[static_cast<size_t>(i)]->gate_state());
     return true;
   }
 

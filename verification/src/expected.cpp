@@ -192,8 +192,7 @@ std::vector<ExpectedHead> Expected::step_request(int i, int64_t m) {
       group_keys += gate_group_keys(m, fe, lo);
     }
     const int64_t full = gate_full_bytes(gate_, m);
-    const int64_t bytes = eligible && !gated ? gate_mac_bytes(gate_, m, group_keys)
-                                             : full + (rq.ready ? gate_write_bytes(gate_) : 0);
+    const int64_t bytes = gate_step_bytes(gate_, m, eligible && !gated, rq.ready, group_keys);
     gate_update(gate_, gst, mode, hits, bytes, full);
   }
 

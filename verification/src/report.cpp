@@ -604,7 +604,7 @@ std::string summary_table(const Report& r) {
     std::string k = "other";
     for (const char* key :
          {"decision", "keys read", "output rel L2", "LSE error", "ring entry", "prefill entries",
-          "device error flags", "bit-identical", "CUDA", "gate state", "gate_state"})
+          "device error flags", "bit-identical", "CUDA", "gate state"})
       if (m.find(key) != std::string::npos) {
         k = key;
         break;

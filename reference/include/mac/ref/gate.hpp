@@ -109,6 +109,15 @@ MAC_HD constexpr int64_t gate_mac_bytes(const GateConfig& g, int64_t m, int64_t 
   return gate_kv_bytes(g, group_keys) + gate_scan_bytes(g, m) + gate_write_bytes(g) + g.fixed_bytes;
 }
 
+/*! \brief `bytes` of the step at m as run: gate_mac_bytes when the match ran (`matched`: the
+ *  step was eligible and not gated), else full attention's K/V plus, when the request is ready,
+ *  the exact entry it writes. */
+MAC_HD constexpr int64_t gate_step_bytes(const GateConfig& g, int64_t m, bool matched, bool ready,
+                                         int64_t group_keys) {
+  return matched ? gate_mac_bytes(g, m, group_keys)
+                 : gate_full_bytes(g, m) + (ready ? gate_write_bytes(g) : 0);
+}
+
 /*! \brief The least any decisions of the step at m ≥ 1 can read: every head a hit on p = m − 1,
  *  so each group reads its sinks and [E(m − 1), m]. */
 MAC_HD constexpr int64_t gate_floor_keys(const GateConfig& g, int64_t m) {

@@ -151,9 +151,6 @@ CaseResult run_case(const CaseSpec& spec, Implementation& impl, const RunOptions
 CaseResult run_trials(const CaseSpec& spec, Implementation& impl, const RunOptions& opt, int trials,
                       uint64_t* nonce_out);
 
-/*! \brief The fields of mac::GateState in the order of the ABI's gate_state tensor. */
-inline constexpr const char* kGateStateFields[5] = {"bytes_mac", "bytes_full", "hits", "steps",
-                                                    "off_left"};
 /*! \brief "" if `got` equals `want` in every field, else "FIELD got X, expected Y" of the first
  *  field that differs (kGateStateFields order). */
 std::string gate_state_diff(const std::array<int64_t, 5>& got, const GateState& want);

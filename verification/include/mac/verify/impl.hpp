@@ -5,6 +5,7 @@
  *         docs/semantics.md §3 with switchable planted faults (the proof that the matrix catches
  * them). The CUDA implementation is in cuda_impl.hpp.
  */
+#include "mac/ref/gate.hpp"
 #include "mac/verify/inputs.hpp"
 
 #include <array>
@@ -37,6 +38,14 @@ struct HeadOutput {
 
 /*! \brief One step of all requests: [batch][Hq]. */
 using StepOutput = std::vector<std::vector<HeadOutput>>;
+
+/*! \brief The fields of mac::GateState in the order of the ABI's gate_state tensor. */
+inline constexpr const char* kGateStateFields[5] = {"bytes_mac", "bytes_full", "hits", "steps",
+                                                    "off_left"};
+/*! \brief A gate state as the ABI's gate_state row: its fields in kGateStateFields order. */
+inline std::array<int64_t, 5> gate_state_row(const GateState& s) {
+  return {s.bytes_mac, s.bytes_full, s.hits, s.steps, s.off_left};
+}
 
 /*! \brief The implementation under test. The driver calls begin() once per case (prefill
  *  of every request: ring entries of the last M prompt positions), then step(s) for
