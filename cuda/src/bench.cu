@@ -65,6 +65,15 @@ cudaError_t launch_fill_random(void* dst, size_t n, bool bf16, uint64_t seed, fl
   return cudaGetLastError();
 }
 
+__global__ void busy_wait_kernel(uint64_t ns) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(500);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 }  // namespace detail
 
 using detail::as_stream;
@@ -76,6 +85,15 @@ Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, f
   if (!dst && n) return invalid("fill_random: dst is null");
   MAC_CUDA_TRY(detail::launch_fill_random(dst, n, type == DType::kBF16, seed, mean, stddev,
                                           as_stream(stream)));
+  return Status::Ok();
+}
+
+Status busy_wait(double microseconds, void* stream) {
+  if (!(microseconds >= 0 && microseconds <= 1e7))
+    return invalid("busy_wait: microseconds must be in [0, 1e7]");
+  detail::busy_wait_kernel<<<1, 1, 0, as_stream(stream)>>>(
+      static_cast<uint64_t>(microseconds * 1e3));
+  MAC_CUDA_TRY(cudaGetLastError());
   return Status::Ok();
 }
 

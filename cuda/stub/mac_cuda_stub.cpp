@@ -84,6 +84,7 @@ Status Engine::read_error_flags(int* flags, bool, void*) {
 
 Status fill_random(void*, size_t, DType, uint64_t, float, float, void*) { return no_cuda(); }
 Status capture_match_only(Engine&, const DecodeParams&, void*) { return no_cuda(); }
+Status busy_wait(double, void*) { return no_cuda(); }
 Status measure_read_bandwidth(size_t, int, double* gbps) {
   if (gbps) *gbps = 0;
   return no_cuda();

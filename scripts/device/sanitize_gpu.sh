@@ -2,16 +2,21 @@
 # One device call: compute-sanitizer's memcheck, racecheck, initcheck and synccheck over a
 # representative subset of the GPU suite (tests/cuda, small shapes) and over a certification
 # subset (mac-verify --mode gpu on a few cases: the CUDA plugin in its worker processes, so
-# --target-processes all). The two run side by side (one GPU, one sanitizer process each);
-# every run has a timeout so that all four tools finish within 5.5 minutes (about 8 with the
-# build on a 16-core machine). Issue 36:
-# 0 findings expected.
+# --target-processes all). The suite, the certification and racecheck's processes run side
+# by side on the one GPU; every run has a timeout (the defaults: the suite's three tools
+# 75 + 45 + 45 s, racecheck 150 s, the certification 4 × 45 s; a complete racecheck needs
+# RACE_S of several minutes). Issue 36: 0 findings expected.
 # Files in $OUT: env.txt, summary.txt, suite_<tool>.log, cert_<tool>.log (at most 8 kept:
 # env.txt, summary.txt, the 4 suite logs, and the cert logs concatenated into cert.log).
 # Usage: OUT=dir scripts/device/sanitize_gpu.sh
 # SUITE_TESTS / RACE_TESTS (Boost.Test --run_test paths, colon-separated) and CERT_CASES
 # (mac-verify --case) replace the defaults; TOOLS (a subset of the four), MEM_S, INIT_S, SYNC_S,
 # RACE_S (seconds per suite run) and CERT_S (per certification run) change the budget.
+# racecheck runs each of RACE_TESTS in a process of its own, all at once and beside the other
+# tools (one case alone takes minutes under it), each with RACE_S seconds; RACE_PARALLEL=0
+# runs them in one process after the other tools.
+# BUILD (default build-dev) is the build tree; one that is configured already (e.g.
+# scripts/device/python_gpu.sh's build-python/dev, which builds these targets too) is reused.
 set -u -o pipefail
 OUT=${OUT:?OUT is unset}
 mkdir -p "$OUT"
@@ -26,13 +31,16 @@ CERT_CASES=${CERT_CASES:-0,5,16,364,404}
   compute-sanitizer --version | head -2; nproc; } > "$OUT/env.txt" 2>&1
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$OUT/env.txt"; }
-cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /tmp/san_cfg.log 2>&1 ||
-  { tail -30 /tmp/san_cfg.log; exit 1; }
-ninja -C build-dev test_cuda mac-verify mac_plugin_cuda > /tmp/san_build.log 2>&1 ||
+BUILD=${BUILD:-build-dev}
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /tmp/san_cfg.log 2>&1 ||
+    { tail -30 /tmp/san_cfg.log; exit 1; }
+fi
+ninja -C "$BUILD" test_cuda mac-verify mac_plugin_cuda > /tmp/san_build.log 2>&1 ||
   { tail -40 /tmp/san_build.log; exit 1; }
-stamp "built (RelWithDebInfo: line numbers in the sanitizers' reports)"
+stamp "built in $BUILD ($(grep -m1 CMAKE_BUILD_TYPE: "$BUILD/CMakeCache.txt"))"
 # Only the suites this tree's test_cuda has (a filter naming a missing one is a setup error).
-suites=" $(build-dev/tests/test_cuda --list_content 2>&1 | grep -oE '^[a-z_0-9]+' | tr '\n' ' ')"
+suites=" $($BUILD/tests/test_cuda --list_content 2>&1 | grep -oE '^[a-z_0-9]+' | tr '\n' ' ')"
 present() {  # the colon-separated paths of $1 whose suite exists
   local out=() p
   IFS=: read -ra paths <<< "$1"
@@ -44,15 +52,31 @@ RACE_TESTS=$(present "$RACE_TESTS")
 echo "suite: $SUITE_TESTS; racecheck: $RACE_TESTS; certification: --case $CERT_CASES" >> "$OUT/env.txt"
 # Boost.Test reports the suite's own failures in the same log; a unit test skipped without a
 # device would look clean, so the log must show test cases ran.
-suite() {  # suite TOOL SECONDS TESTS
-  timeout "$2" compute-sanitizer --tool "$1" --print-limit 50 build-dev/tests/test_cuda \
-    --run_test="$3" --report_level=short > "$OUT/suite_$1.log" 2>&1
-  echo "exit status $?" >> "$OUT/suite_$1.log"
+suite() {  # suite TOOL SECONDS TESTS [LOG]
+  local log=${4:-$OUT/suite_$1.log}
+  timeout "$2" compute-sanitizer --tool "$1" --print-limit 50 "$BUILD/tests/test_cuda" \
+    --run_test="$3" --report_level=short > "$log" 2>&1
+  echo "exit status $?" >> "$log"
+}
+race_parallel() {  # racecheck, one process per test path, the logs joined in suite_racecheck.log
+  local i=0 p pids=()
+  IFS=: read -ra paths <<< "$RACE_TESTS"
+  for p in "${paths[@]}"; do
+    suite racecheck "${secs[racecheck]}" "$p" "/tmp/san-race-$i.log" &
+    pids+=($!)
+    i=$((i + 1))
+  done
+  wait "${pids[@]}"
+  : > "$OUT/suite_racecheck.log"
+  for ((j = 0; j < i; j++)); do
+    { echo "## racecheck --run_test=${paths[j]}"; cat "/tmp/san-race-$j.log"; } \
+      >> "$OUT/suite_racecheck.log"
+  done
 }
 cert() {  # cert TOOL SECONDS
   mkdir -p "/tmp/san-cert-$1"
   timeout "$2" compute-sanitizer --tool "$1" --target-processes all --print-limit 50 \
-    build-dev/bin/mac-verify --mode gpu --case "$CERT_CASES" --quiet --max-repro 0 \
+    "$BUILD/bin/mac-verify" --mode gpu --case "$CERT_CASES" --quiet --max-repro 0 \
     --out "/tmp/san-cert-$1/report.h5" > "/tmp/san-cert-$1.log" 2>&1
   echo "exit status $?" >> "/tmp/san-cert-$1.log"
 }
@@ -61,14 +85,22 @@ cert() {  # cert TOOL SECONDS
 declare -A secs=([memcheck]=${MEM_S:-75} [initcheck]=${INIT_S:-45} [synccheck]=${SYNC_S:-45}
                  [racecheck]=${RACE_S:-150})
 TOOLS=${TOOLS:-memcheck initcheck synccheck racecheck}
+# A parallel racecheck runs beside the other tools from the start (the GPU is shared; the
+# sanitizers' own work is mostly on the host's 16 cores).
+race_pid=
+if [[ " $TOOLS " == *" racecheck "* ]] && [ "${RACE_PARALLEL:-1}" != 0 ]; then
+  race_parallel &
+  race_pid=$!
+fi
 ( for t in $TOOLS; do
-    if [ "$t" = racecheck ]; then suite "$t" "${secs[$t]}" "$RACE_TESTS"
+    if [ "$t" = racecheck ] && [ -n "$race_pid" ]; then continue
+    elif [ "$t" = racecheck ]; then suite "$t" "${secs[$t]}" "$RACE_TESTS"
     else suite "$t" "${secs[$t]}" "$SUITE_TESTS"; fi
   done ) &
 suite_pid=$!
 ( for t in $TOOLS; do cert "$t" "${CERT_S:-45}"; done ) &
 cert_pid=$!
-wait $suite_pid $cert_pid
+wait $suite_pid $cert_pid $race_pid
 stamp "sanitizers done"
 : > "$OUT/cert.log"
 for tool in $TOOLS; do
@@ -76,8 +108,8 @@ for tool in $TOOLS; do
     cat "/tmp/san-cert-$tool.log"; } >> "$OUT/cert.log"
 done
 # One line per tool and run: the findings (the sum of the sanitizer's summaries over the
-# processes it followed), the exit status (124: timed out, the count is then partial) and,
-# for the suite, Boost.Test's verdict.
+# processes it followed), the exit statuses (124: timed out, the count is then partial; one per
+# process of a parallel racecheck) and, for the suite, Boost.Test's verdicts.
 findings() {  # the errors a log's summaries report
   grep -hoE "(ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard)" "$1" |
     grep -oE "[0-9]+" | awk '{s += $1} END {print s + 0}'
@@ -86,7 +118,7 @@ findings() {  # the errors a log's summaries report
   for tool in $TOOLS; do
     s=$OUT/suite_$tool.log
     echo "suite $tool: $(findings "$s") findings, $(grep -c "ERROR SUMMARY\|RACECHECK SUMMARY" "$s") summaries," \
-      "$(tail -1 "$s"), $(grep -m1 -oE "No errors detected|\*\*\* [0-9]+ failures? (is|are) detected" "$s" || echo "no Boost.Test verdict")"
+      "$(grep "^exit status" "$s" | paste -sd, -), $(grep -oE "No errors detected|\*\*\* [0-9]+ failures? (is|are) detected" "$s" | sort | uniq -c | paste -sd, - || echo "no Boost.Test verdict")"
     c=/tmp/san-cert-$tool.log
     echo "cert  $tool: $(findings "$c") findings, $(grep -c "ERROR SUMMARY\|RACECHECK SUMMARY" "$c") summaries," \
       "$(tail -1 "$c"), $(grep -m1 "^RESULT" "$c" || echo "no RESULT line")"

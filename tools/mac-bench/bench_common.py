@@ -16,6 +16,10 @@ def add_grid_args(ap, page_size=True):
         ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--timing", choices=("launch", "queued"), default="launch",
+                    help="launch: each replay submitted to an idle device (its time holds the "
+                    "host's launch latency); queued: each replay queued behind a busy wait (its "
+                    "time is the device's execution alone), as mac-bench --timing")
 
 
 def add_mac_args(ap):
@@ -50,14 +54,30 @@ def quantiles(ms):
     return s[len(s) // 2], s[len(s) // 10], s[len(s) * 9 // 10]
 
 
-def time_replays(replay, warmup, reps, between=None, stream=None):
+# mac-bench's kQueueAheadUs: the device's busy wait before each replay under --timing queued,
+# far longer than the host takes to submit between(), the events and the replay from Python.
+QUEUE_AHEAD_US = 200
+
+
+def busy_wait(us):
+    """Keeps the current stream busy for at least `us` microseconds: torch's spin kernel counts
+    SM cycles, 2000 a microsecond (Hopper's SM clock is at most 1.98 GHz)."""
+    import torch
+    torch.cuda._sleep(int(us * 2000))
+
+
+def time_replays(replay, warmup, reps, between=None, stream=None, queued=False):
     """Times (ms) of `reps` replays after `warmup`, each alone between two CUDA events on
-    `stream` (default: the current one); between() runs untimed before each replay."""
+    `stream` (default: the current one); between() runs untimed before each replay. With
+    `queued`, each replay is queued behind a busy wait on the device (mac-bench --timing
+    queued): the time is the device's execution, not the host's launch latency."""
     import torch
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     ms = []
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         for i in range(warmup + reps):
+            if queued:
+                busy_wait(QUEUE_AHEAD_US)
             if between is not None:
                 between()
             e0.record()

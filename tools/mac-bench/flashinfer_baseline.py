@@ -160,7 +160,7 @@ def run(a, out):
     version = flashinfer.__version__
     print(f"# flashinfer {version} ({getattr(flashinfer, '__git_version__', '?')}), backend "
           f"{BACKEND}, torch {torch.__version__}, {torch.cuda.get_device_name()}, NHD page size "
-          f"{a.page_size}, CUDA-graph replay", file=out)
+          f"{a.page_size}, CUDA-graph replay, timing {a.timing}", file=out)
     print("kind,hq,hkv,d,batch,ctx,median_ms,p10_ms,p90_ms,bytes,gbps,flashinfer,backend",
           file=out, flush=True)
     D = a.head_dim
@@ -173,7 +173,8 @@ def run(a, out):
                 v = torch.randn(b * P, a.page_size, hkv, D, device=dev, dtype=torch.bfloat16)
                 try:
                     dec = Decode(flashinfer, workspace, q, k, v, ctx, a.page_size, a.hq, hkv, D)
-                    med, p10, p90 = quantiles(time_replays(dec.g.replay, a.warmup, a.reps))
+                    med, p10, p90 = quantiles(time_replays(dec.g.replay, a.warmup, a.reps,
+                                                            queued=a.timing == "queued"))
                     nbytes = 2 * b * hkv * ctx * D * 2 + 2 * b * a.hq * D * 2
                     print(f"flashinfer,{a.hq},{hkv},{D},{b},{ctx},{med:.5f},{p10:.5f},{p90:.5f},"
                           f"{nbytes},{nbytes / med / 1e6:.1f},{version},{BACKEND}", file=out,

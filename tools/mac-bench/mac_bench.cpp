@@ -56,6 +56,7 @@ struct Options {
   std::string kv_pool = "separate";
   int64_t kv_pad = 0;
   bool k3_compare = true, mac = true, pdl = true, pdl_compare = false;
+  std::string timing = "launch";  //!< launch | queued (time_replays)
   Tuning tuning;  //!< EngineConfig::tuning of every engine (--kv-evict-first ... --amend-blocks)
 };
 
@@ -73,15 +74,23 @@ struct Timing {
   double median_ms = 0, p10_ms = 0, p90_ms = 0;
 };
 
+/*! \brief How long the device is kept busy before each replay under --timing queued: far
+ *  longer than the host takes to submit the restore, the two events and the graph. */
+constexpr double kQueueAheadUs = 200;
+
 /*! \brief Replays the engine's captured graph: warm-up, then `reps` individually timed
- *  replays; `between` (untimed) runs before each replay. */
+ *  replays; `between` (untimed) runs before each replay. With `queued`, each replay's work is
+ *  queued behind a busy wait on the device, so the time is the device's execution of the
+ *  graph; without, the device is idle when the host submits it, and the time also holds the
+ *  host's launch latency (docs/cuda.md, "Timing"). */
 template <typename F>
-Timing time_replays(Engine& e, cudaStream_t s, int warmup, int reps, F between) {
+Timing time_replays(Engine& e, cudaStream_t s, int warmup, int reps, F between, bool queued) {
   cudaEvent_t a, b;
   CU(cudaEventCreate(&a));
   CU(cudaEventCreate(&b));
   std::vector<double> ms;
   for (int i = 0; i < warmup + reps; ++i) {
+    if (queued) CHECK(busy_wait(kQueueAheadUs, s));
     between();
     CU(cudaEventRecord(a, s));
     CHECK(e.replay(s));
@@ -155,6 +164,11 @@ int main(int argc, char** argv) {
                  "kernel = a "
                  "schedule kernel (EngineConfig::schedule)")
       ->check(CLI::IsMember({"auto", "kernel"}));
+  app.add_option("--timing", o.timing,
+                 "launch = each replay submitted to an idle device, its time holding the host's "
+                 "launch latency; queued = each replay queued behind a busy wait, its time the "
+                 "device's execution alone")
+      ->check(CLI::IsMember({"launch", "queued"}));
   app.add_option("--csv", o.csv, "CSV output file (default stdout)");
   app.add_option("--k3-compare", o.k3_compare, "also time K3 on a side stream vs fused");
   app.add_option("--mac", o.mac, "also time MAC steps (0: full attention only)");
@@ -224,15 +238,16 @@ int main(int argc, char** argv) {
                read_gbps);
   std::fprintf(out,
                "# device: %s; streaming read %.1f GB/s (4 GiB, median of 20); seed %llu; lags "
-               "uniform 1..%d\n",
+               "uniform 1..%d; timing %s\n",
                device_description().c_str(), read_gbps, static_cast<unsigned long long>(o.seed),
-               o.max_lag);
+               o.max_lag, o.timing.c_str());
   std::fprintf(out,
                "kind,k3,amend,layout,chunk,hq,hkv,d,batch,ctx,hit_frac,hits,heads,median_ms,p10_ms,"
                "p90_ms,bytes,gbps,"
                "pct_read_bw,speedup_vs_full,pdl,schedule\n");
 
   const int D = o.d, Hq = o.hq, M = o.ring, ps = o.page_size;
+  const bool queued = o.timing == "queued";
   std::string layout_name = o.page_alloc == "packed" ? o.layout + "-packed" : o.layout;
   if (ps != 16) layout_name += "-ps" + std::to_string(ps);
   if (o.kv_pool != "separate")
@@ -348,7 +363,8 @@ int main(int argc, char** argv) {
         const double q_out_bytes = static_cast<double>(N) * Hq * D * 2 * 2;
         // Full attention.
         CHECK(eng->capture(StepKind::kFullAttention, p, sv));
-        const Timing tf = time_replays(*eng, s, o.warmup, o.reps, [] {});
+        const Timing tf = time_replays(
+            *eng, s, o.warmup, o.reps, [] {}, queued);
         int used_chunk = 0;  // full attention and MAC share it (it depends on kv_len only)
         CHECK(eng->last_chunk(&used_chunk, sv));
         const double full_bytes = kv_bytes_full + q_out_bytes;
@@ -369,8 +385,10 @@ int main(int argc, char** argv) {
         row("full", "-", 0.0, 0, tf, full_bytes);
         if (eng_other) {
           CHECK(eng_other->capture(StepKind::kFullAttention, p, sv));
-          row("full", "-", 0.0, 0, time_replays(*eng_other, s, o.warmup, o.reps, [] {}), full_bytes,
-              eng_other.get());
+          row("full", "-", 0.0, 0,
+              time_replays(
+                  *eng_other, s, o.warmup, o.reps, [] {}, queued),
+              full_bytes, eng_other.get());
         }
 
         const int G = Hq / hkv;
@@ -415,7 +433,7 @@ int main(int argc, char** argv) {
                                    static_cast<double>(N) * Hq * std::min(M, m) * D * 2 +
                                    q_out_bytes + static_cast<double>(N) * Hq * D * 2 * 3;
           CHECK(eng->capture(StepKind::kMac, p, sv));
-          const Timing tm = time_replays(*eng, s, o.warmup, o.reps, restore);
+          const Timing tm = time_replays(*eng, s, o.warmup, o.reps, restore, queued);
           // Check the decisions the kernel made match the planned ones (once).
           std::vector<int8_t> hit(heads);
           CHECK(copy_to_host(hit.data(), sb.diag_hit.data(), heads, sv));
@@ -427,8 +445,9 @@ int main(int argc, char** argv) {
           row("mac", "fused", f, got, tm, mac_bytes);
           if (eng_other && (f == 0.0 || f == 1.0)) {
             CHECK(eng_other->capture(StepKind::kMac, p, sv));
-            row("mac", "fused", f, got, time_replays(*eng_other, s, o.warmup, o.reps, restore),
-                mac_bytes, eng_other.get());
+            row("mac", "fused", f, got,
+                time_replays(*eng_other, s, o.warmup, o.reps, restore, queued), mac_bytes,
+                eng_other.get());
           }
           if (o.k3_compare && (f == 0.0 || f == 1.0) && N == max_b) {
             EngineConfig es = ec;
@@ -436,12 +455,13 @@ int main(int argc, char** argv) {
             std::unique_ptr<Engine> e2;
             CHECK(Engine::create(es, &e2));
             CHECK(e2->capture(StepKind::kMac, p, sv));
-            const Timing t2 = time_replays(*e2, s, o.warmup, o.reps, restore);
+            const Timing t2 = time_replays(*e2, s, o.warmup, o.reps, restore, queued);
             row("mac", "side", f, got, t2, mac_bytes);
           }
           if (f == 1.0) {
             CHECK(capture_match_only(*eng, p, sv));
-            const Timing t1 = time_replays(*eng, s, o.warmup, o.reps, [] {});
+            const Timing t1 = time_replays(
+                *eng, s, o.warmup, o.reps, [] {}, queued);
             row("k1", "-", f, got, t1, static_cast<double>(N) * Hq * std::min(M, m) * D * 2);
           }
         }

@@ -26,7 +26,7 @@ def main():
     torch.manual_seed(20261129)
     dev = torch.device("cuda")
     print(f"# torch {torch.__version__}, cudnn {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}, "
-          f"backend {a.backend}", file=out)
+          f"backend {a.backend}, timing {a.timing}", file=out)
     print("kind,hq,hkv,d,batch,ctx,median_ms,p10_ms,p90_ms,bytes,gbps", file=out, flush=True)
     D = a.head_dim
     for hkv in a.hkv:
@@ -46,7 +46,8 @@ def main():
                         g = torch.cuda.CUDAGraph()
                         with torch.cuda.graph(g):
                             o = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-                    med, p10, p90 = quantiles(time_replays(g.replay, a.warmup, a.reps))
+                    med, p10, p90 = quantiles(time_replays(g.replay, a.warmup, a.reps,
+                                                            queued=a.timing == "queued"))
                     nbytes = 2 * b * hkv * ctx * D * 2 + 2 * b * a.hq * D * 2
                     print(f"sdpa_{a.backend},{a.hq},{hkv},{D},{b},{ctx},{med:.5f},{p10:.5f},"
                           f"{p90:.5f},{nbytes},{nbytes / med / 1e6:.1f}", file=out, flush=True)

@@ -156,14 +156,15 @@ class Side:
         a, torch = self.a, self.torch
         print(f"# device: {torch.cuda.get_device_name()}; streaming read {self.read_gbps:.1f} "
               f"GB/s (torch.sum over 4 GiB, median of 20); seed {a.seed}; lags uniform "
-              f"1..{a.max_lag}; tau {a.tau} (upstream threshold {self.tau_arg!r}, exact "
+              f"1..{a.max_lag}; timing {a.timing}; tau {a.tau} (upstream threshold {self.tau_arg!r}, exact "
               f"{self.tau_exact}); upstream {self.version} loaded in {self.t_load:.1f} s; "
               f"macattn {self.macattn.git_commit}; torch {torch.__version__}", file=self.out,
               flush=True)
         print(",".join(COLUMNS), file=self.out, flush=True)
 
     def time_replays(self, replay, restore):
-        return time_replays(replay, self.a.warmup, self.a.reps, restore, self.stream)
+        return time_replays(replay, self.a.warmup, self.a.reps, restore, self.stream,
+                            queued=self.a.timing == "queued")
 
     def row(self, kind, k3, f, hits, t, nbytes, impl):
         """One CSV row in mac-bench's columns; t = (median, p10, p90) ms."""

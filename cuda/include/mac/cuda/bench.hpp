@@ -22,6 +22,12 @@ Status fill_random(void* dst, size_t n, DType type, uint64_t seed, float mean, f
  *  over `bytes` of memory, median of `reps` timed runs after warm-up). GB/s = 1e9 B/s. */
 Status measure_read_bandwidth(size_t bytes, int reps, double* gbps);
 
+/*! \brief Keeps `stream` busy for `microseconds` (one thread polling the device's global
+ *  timer). Work the host submits meanwhile queues behind it, so an event recorded after it
+ *  starts a timing at the moment the device turns to the queued work: the interval then holds
+ *  the device's execution only, not the host's launch latency (mac-bench --timing queued). */
+Status busy_wait(double microseconds, void* stream = nullptr);
+
 /*! \brief Captures K1 (the match kernel) alone with `p` into `engine`'s graph, replacing any
  *  earlier one; replay() then times it (its cost must not depend on the context). `p` is
  *  checked as for a MAC step. */
