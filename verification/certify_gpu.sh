@@ -1,5 +1,5 @@
 #!/bin/bash
-# The GPU certification run: configure + build mac-verify, run the full 901-case matrix in
+# The GPU certification run: configure + build mac-verify, run the full certification matrix in
 # GPU mode on every visible device (JOBS processes per device share the CPU cores for the
 # expected FP64 values), and leave the report, the logs and any reproducers in OUTDIR.
 #
