@@ -477,7 +477,7 @@ def cases():
     c += flag_cases("bench", ["mac-bench"], [
         ("--reps", "0", "[1, 100000]"), ("--hit", "1.5", "[0, 1]"),
         ("--ctx", "200000", "[1, 131072]"), ("--hkv", "0", "[1, 256]"),
-        ("--pdl-edges", "16", "[-1, 15]")])
+        ("--pdl-edges", "16", "[-1, 15]"), ("--timing", "fast", "{launch,queued}")])
     c += [
         Case("bench kv-pad not a multiple of 16", ["mac-bench", "--kv-pad", "3"], 2,
              ["--kv-pad 3", "16"]),
