@@ -22,7 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from summarize import rows  # noqa: E402  (the CSV reader of mac-bench's files)
+from summarize import rows, write_text  # noqa: E402  (mac-bench's CSV reader, the writer)
 
 DASH = "–"
 
@@ -114,14 +114,7 @@ def main():
     out.append("")
     for (name, _, fmt), vals in zip(cols, overall):
         out.append(f"- {name}: " + (span(vals, fmt) if vals else DASH) + " over every point")
-    text = "\n".join(out) + "\n"
-    if a.out:
-        tmp = a.out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, a.out)
-    else:
-        sys.stdout.write(text)
+    write_text("\n".join(out) + "\n", a.out)
 
 
 if __name__ == "__main__":

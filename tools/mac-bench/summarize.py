@@ -26,6 +26,17 @@ def rows(path):
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
+def write_text(text, path):
+    """`text` to `path` (stdout when empty), written as path.tmp and renamed when complete."""
+    if not path:
+        sys.stdout.write(text)
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("mac_bench_csv")
@@ -108,14 +119,7 @@ def main():
                        + (band(ours) if ours else "–") + f" | {band(u)} | "
                        + (f"{float(u['median_ms']) / float(ours['median_ms']):.2f}x" if ours else "–")
                        + f" | {u.get('impl', '')} |")
-    text = "\n".join(out) + "\n"
-    if a.out:
-        tmp = a.out + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, a.out)
-    else:
-        sys.stdout.write(text)
+    write_text("\n".join(out) + "\n", a.out)
 
 
 if __name__ == "__main__":
