@@ -39,8 +39,9 @@ t0=$(date +%s)
   --config-settings=cmake.define.CMAKE_CUDA_HOST_COMPILER=${CXX:-c++} \
   --config-settings=build.targets=_core . > "$OUT/build.log" 2>&1 \
   || { echo "pip install failed"; grep -E "error|Error" "$OUT/build.log" | head -20; tail -30 "$OUT/build.log"; exit 1; }
-ninja -C build-python/dev mac-bench test_cuda mac-verify mac_plugin_cuda >> "$OUT/build.log" 2>&1 ||
-  { echo "mac-bench, test_cuda or mac-verify build failed"; tail -20 "$OUT/build.log"; exit 1; }
+ninja -C build-python/dev mac-bench mac-sim test_cuda mac-verify mac_plugin_cuda >> "$OUT/build.log" 2>&1 ||
+  { echo "mac-bench, mac-sim, test_cuda or mac-verify build failed"; tail -20 "$OUT/build.log"; exit 1; }
+export MAC_SIM=$PWD/build-python/dev/bin/mac-sim  # the tests that compare with a fresh mac-sim run
 echo "build ok in $(( $(date +%s) - t0 )) s"
 core=$(ls build-python/dev/python/_core*.so 2>/dev/null | head -1)
 ldd "$core" 2>/dev/null | grep -q "libstdc++" || echo "WARNING: $core does not load libstdc++.so (a private static copy?)"
@@ -52,7 +53,7 @@ if [ "${SUITE:-0}" != 0 ]; then
 fi
 # pytest from the repository root imports the installed package (the source is python/macattn).
 # The notebooks are CPU work that CI executes (nbclient lives in .venv, not in this Python).
-timeout 360 "$PY" -m pytest -v -p no:cacheprovider --ignore=python/tests/test_notebooks.py \
+timeout 360 "$PY" -m pytest -v -rs -p no:cacheprovider --ignore=python/tests/test_notebooks.py \
   python/tests > "$OUT/pytest.log" 2>&1
 echo "pytest rc=$?"; grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" "$OUT/pytest.log" | cut -c1-200 | tail -45
 if [ "${BENCH:-1}" != 0 ]; then
