@@ -4,9 +4,10 @@
 # downloads), builds mac-bench in the same build tree, runs the pytest suite (the GPU tests
 # with it) and times decode_step through torch CUDA-graph replay against the C++ API's graph
 # replay and mac-bench on the same shapes.
-# The same build tree also gets the GPU suite, mac-verify and the CUDA plugin, which SUITE=1
-# runs here (test_cuda) and scripts/device/sanitize_gpu.sh reuses (BUILD=build-python/dev) on
-# a machine still warm.
+# The same build tree also gets the GPU suite, mac-verify and the CUDA plugin: the suite
+# (test_cuda, about 30 s on an H100) runs here unless SUITE=0, and
+# scripts/device/sanitize_gpu.sh reuses the tree (BUILD=build-python/dev) on a machine still
+# warm.
 # Files in $OUT: env.txt, build.log, pytest.log, bench.csv, bench.log, example.log, tests.log.
 # Usage: OUT=dir bash scripts/device/python_gpu.sh    (PY=python3 to override the Python;
 #   BENCH=0 skips the timing, for a call that shares the GPU with other work; TIMING=queued
@@ -46,7 +47,7 @@ echo "build ok in $(( $(date +%s) - t0 )) s"
 core=$(ls build-python/dev/python/_core*.so 2>/dev/null | head -1)
 ldd "$core" 2>/dev/null | grep -q "libstdc++" || echo "WARNING: $core does not load libstdc++.so (a private static copy?)"
 ( cd /tmp && "$PY" -c "import macattn; print('macattn', macattn.git_commit, 'cuda', macattn.cuda.built_with_cuda(), macattn.cuda.device_description())" )
-if [ "${SUITE:-0}" != 0 ]; then
+if [ "${SUITE:-1}" != 0 ]; then
   timeout 240 build-python/dev/tests/test_cuda --report_level=short > "$OUT/tests.log" 2>&1
   echo "test_cuda rc=$?: $(grep -c '^\[OK\]' "$OUT/tests.log") [OK] lines, $(grep -cv '^\[OK\]' "$OUT/tests.log") others"
   grep -v '^\[OK\]' "$OUT/tests.log" | tail -8
