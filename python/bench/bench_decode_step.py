@@ -36,6 +36,11 @@ import torch
 import macattn
 from macattn import torch_ops
 
+# The replay timing and quantiles of mac-bench's Python baselines (--timing queued included).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                                "mac-bench"))
+from bench_common import quantiles, time_replays  # noqa: E402
+
 
 def ints(s):
     return [int(x) for x in s.split(",")]
@@ -43,32 +48,6 @@ def ints(s):
 
 def floats(s):
     return [float(x) for x in s.split(",")]
-
-
-# mac-bench's kQueueAheadUs (tools/mac-bench/bench_common.py has the same).
-QUEUE_AHEAD_US = 200
-
-
-def time_replays(replay, restore, stream, warmup, reps, queued):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    with torch.cuda.stream(stream):
-        for i in range(warmup + reps):
-            if queued:  # at least QUEUE_AHEAD_US: 2000 SM cycles a microsecond (<= 1.98 GHz)
-                torch.cuda._sleep(QUEUE_AHEAD_US * 2000)
-            restore()
-            a.record(stream)
-            replay()
-            b.record(stream)
-            b.synchronize()
-            if i >= warmup:
-                ms.append(a.elapsed_time(b))
-    return ms
-
-
-def quantiles(ms):
-    s = sorted(ms)
-    return s[len(s) // 2], s[len(s) // 10], s[len(s) * 9 // 10]
 
 
 def mac_bench_median(exe, a, hkv, N, ctx, f, timing):
@@ -166,7 +145,8 @@ def run_point(a, hkv, N, ctx, f, gen, timing):
         blocks = [(cpp, lambda: eng.replay(stream.cuda_stream)), (tor, graph.replay),
                   (raw, raw_graph.replay)]
         for acc, replay in (blocks if r % 2 == 0 else blocks[::-1]):
-            acc += time_replays(replay, restore, stream, a.warmup, a.reps, timing == "queued")
+            acc += time_replays(replay, a.warmup, a.reps, restore, stream,
+                                queued=timing == "queued")
     # Both graphs computed the same thing.
     restore()
     with torch.cuda.stream(stream):
