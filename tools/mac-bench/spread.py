@@ -22,13 +22,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from summarize import rows, write_text  # noqa: E402  (mac-bench's CSV reader, the writer)
+from summarize import by_shape, rows, shape_key, write_text  # noqa: E402
 
 DASH = "–"
-
-
-def key_of(r):
-    return (int(r["hkv"]), int(r["batch"]), int(r["ctx"]))
 
 
 def load_mac(path):
@@ -41,13 +37,8 @@ def load_mac(path):
     out = {}
     for r in data:
         hit = None if r["kind"] == "full" else round(float(r["hit_frac"]), 6)
-        out.setdefault((key_of(r), r["kind"], hit), float(r["median_ms"]))
+        out.setdefault((shape_key(r), r["kind"], hit), float(r["median_ms"]))
     return out
-
-
-def load_shape(path):
-    """(hkv, batch, ctx) -> median ms of an SDPA / FlashInfer CSV (as summarize.py's by_shape)."""
-    return {key_of(r): float(r["median_ms"]) for r in rows(path)} if path else {}
 
 
 def main():
@@ -71,8 +62,8 @@ def main():
     n = len(a.mac)
     runs = []
     for i in range(n):
-        runs.append((load_mac(a.mac[i]), load_shape(a.sdpa[i]),
-                     load_shape(a.flashinfer[i]) if a.flashinfer else {}))
+        runs.append((load_mac(a.mac[i]), by_shape(a.sdpa[i]),
+                     by_shape(a.flashinfer[i]) if a.flashinfer else {}))
     points = sorted({k for mac, _, _ in runs for (k, kind, _) in mac if kind == "full"},
                     key=lambda k: (-k[0], k[1], k[2]))
 

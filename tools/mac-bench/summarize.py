@@ -26,6 +26,16 @@ def rows(path):
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
+def shape_key(r):
+    """A row's grid point (Hkv, batch, ctx)."""
+    return (int(r["hkv"]), int(r["batch"]), int(r["ctx"]))
+
+
+def by_shape(path):
+    """Grid point -> median ms of an SDPA or FlashInfer CSV ({} without a path)."""
+    return {shape_key(r): float(r["median_ms"]) for r in rows(path)} if path else {}
+
+
 def write_text(text, path):
     """`text` to `path` (stdout when empty), written as path.tmp and renamed when complete."""
     if not path:
@@ -48,12 +58,10 @@ def main():
         if p and not os.path.isfile(p):
             sys.exit(f"summarize.py: no such file: {p}")
     mac = rows(a.mac_bench_csv)
-    by_shape = lambda path: {(int(r["hkv"]), int(r["batch"]), int(r["ctx"])): float(r["median_ms"])
-                             for r in rows(path)} if path else {}
     sdpa, fi = by_shape(a.sdpa_csv), by_shape(a.flashinfer)
     shapes = []
     for r in mac:
-        key = (int(r["hkv"]), int(r["batch"]), int(r["ctx"]))
+        key = shape_key(r)
         if key not in shapes:
             shapes.append(key)
 
@@ -62,7 +70,7 @@ def main():
     def pick(key, kind, hit=None, k3="fused", pdl=None):
         pdl = main_pdl if pdl is None else pdl
         for r in mac:
-            if (int(r["hkv"]), int(r["batch"]), int(r["ctx"])) != key or r["kind"] != kind:
+            if shape_key(r) != key or r["kind"] != kind:
                 continue
             if r.get("pdl") != pdl:
                 continue
@@ -112,7 +120,7 @@ def main():
         out += ["", "| Hkv | batch | ctx | hit frac | hits | ours MAC ms (p10–p90) | upstream ms (p10–p90) | "
                 "upstream / ours | timing |", "|---|---|---|---|---|---|---|---|---|"]
         for u in up:
-            key = (int(u["hkv"]), int(u["batch"]), int(u["ctx"]))
+            key = shape_key(u)
             ours = pick(key, "mac", float(u["hit_frac"]))
             band = lambda r: f"{float(r['median_ms']):.4f} ({float(r['p10_ms']):.4f}–{float(r['p90_ms']):.4f})"
             out.append(f"| {key[0]} | {key[1]} | {key[2]} | {u['hit_frac']} | {u['hits']} | "
