@@ -691,13 +691,57 @@ def temporaries(d):
     return found
 
 
-# How often a case whose signal found the program already ended is run again.
+# How often a case whose signal found the program past the point it is about is run again.
 KILL_ATTEMPTS = 5
 
 
+def freeze(p):
+    """Stops `p` (SIGSTOP) and waits until it is stopped: True, or False if it has ended."""
+    if p.poll() is not None:
+        return False
+    try:
+        os.kill(p.pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return False
+    while True:
+        try:
+            with open(f"/proc/{p.pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        if state in ("T", "t"):
+            return True
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.0002)
+
+
+def resume(p):
+    """Lets a stopped `p` continue (SIGCONT); nothing if it has ended."""
+    try:
+        os.kill(p.pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+def committed(d, case, kept):
+    """Whether the program has committed an output the case watches: a path that must stay
+    absent exists, or a kept file has changed."""
+    if any(os.path.exists(os.path.join(d, a)) for a in case.absent):
+        return True
+    for k, before in kept.items():
+        path = os.path.join(d, k)
+        if not os.path.isfile(path):
+            return True
+        with open(path, "rb") as f:
+            if f.read() != before:
+                return True
+    return False
+
+
 def run_case(ctx, case, d):
-    """Runs `case` in directory `d`: (problems found, stderr, whether a signal the case
-    sends found the program already ended)."""
+    """Runs `case` in directory `d`: (problems found, stderr, whether the signal the case
+    sends found the program already past the point the case is about: a void attempt)."""
     if case.setup:
         case.setup(ctx, d)
     kept = {}
@@ -731,10 +775,15 @@ def run_case(ctx, case, d):
                 time.sleep(0.0005)
         else:
             time.sleep(when)
-        if p.poll() is None:
-            p.send_signal(sig)
-        else:
-            missed = True  # the program ended before the signal could be sent
+        # The program is stopped before it is looked at, so that what is seen still holds
+        # when the signal arrives: the signal goes in only while the output is not yet
+        # committed (and, for "tmp", while the temporary still exists). A program already
+        # past that point (a poll that slept through a short write) makes the attempt void.
+        missed = not (freeze(p) and not committed(d, case, kept) and
+                      (when != "tmp" or temporaries(d)))
+        if not missed:
+            p.send_signal(sig)  # pending until the program continues
+        resume(p)
     p.wait(timeout=600)
     logs[1].seek(0)
     err = logs[1].read().decode(errors="replace")
@@ -797,14 +846,14 @@ def main():
                     problems, err, missed = run_case(ctx, case, d)
                 except (SetupError, OSError) as e:  # the case could not be set up
                     problems, err, missed = [str(e)], "", False
-            # A signal meant for the write that found the program already done tested
-            # nothing (on a loaded machine the poll can sleep through a short write): that
-            # attempt is void, not a pass, and the case runs again.
+            # A signal that found the program already past the point the case is about
+            # tested nothing (on a loaded machine the poll can sleep through a short write):
+            # that attempt is void, not a pass, and the case runs again.
             if not missed:
                 break
         else:
-            problems = [f"the signal never landed: the program ended before it could be sent, "
-                        f"{KILL_ATTEMPTS} times"]
+            problems = [f"the signal never landed in time: the program had committed its "
+                        f"output or ended before it could be sent, {KILL_ATTEMPTS} times"]
         dt = time.time() - t0
         if problems:
             failed += 1
