@@ -724,19 +724,20 @@ def resume(p):
         pass
 
 
-def committed(d, case, kept):
-    """Whether the program has committed an output the case watches: a path that must stay
-    absent exists, or a kept file has changed."""
-    if any(os.path.exists(os.path.join(d, a)) for a in case.absent):
-        return True
+def output_changes(d, case, kept):
+    """What the program did to the outputs the case watches: kept files removed or changed
+    (`kept`: their contents before the run), paths that must stay absent present."""
+    changes = []
     for k, before in kept.items():
         path = os.path.join(d, k)
-        if not os.path.isfile(path):
-            return True
-        with open(path, "rb") as f:
-            if f.read() != before:
-                return True
-    return False
+        if not os.path.exists(path):
+            changes.append(f"{k} was removed")
+        elif os.path.isfile(path):
+            with open(path, "rb") as f:
+                if f.read() != before:
+                    changes.append(f"{k} was changed")
+    changes += [f"{a} exists" for a in case.absent if os.path.exists(os.path.join(d, a))]
+    return changes
 
 
 def run_case(ctx, case, d):
@@ -779,7 +780,7 @@ def run_case(ctx, case, d):
         # when the signal arrives: the signal goes in only while the output is not yet
         # committed (and, for "tmp", while the temporary still exists). A program already
         # past that point (a poll that slept through a short write) makes the attempt void.
-        missed = not (freeze(p) and not committed(d, case, kept) and
+        missed = not (freeze(p) and not output_changes(d, case, kept) and
                       (when != "tmp" or temporaries(d)))
         if not missed:
             p.send_signal(sig)  # pending until the program continues
@@ -797,17 +798,7 @@ def run_case(ctx, case, d):
         if s not in err:
             problems.append(f"stderr does not name {s!r}")
     left = temporaries(d)
-    for k, before in kept.items():
-        p_ = os.path.join(d, k)
-        if not os.path.exists(p_):
-            problems.append(f"{k} was removed")
-        elif os.path.isfile(p_):
-            with open(p_, "rb") as f:
-                if f.read() != before:
-                    problems.append(f"{k} was changed")
-    for a in case.absent:
-        if os.path.exists(os.path.join(d, a)):
-            problems.append(f"{a} exists")
+    problems += output_changes(d, case, kept)
     if case.after and not problems:
         try:
             case.after(d)
@@ -840,7 +831,7 @@ def main():
             skipped += 1
             continue
         t0 = time.time()
-        for attempt in range(1, KILL_ATTEMPTS + 1):
+        for _ in range(KILL_ATTEMPTS):
             with tempfile.TemporaryDirectory(prefix="mac-malformed-") as d:
                 try:
                     problems, err, missed = run_case(ctx, case, d)
