@@ -298,6 +298,10 @@ int main(int argc, char** argv) {
   void* sv = nullptr;
   CHECK(stream_create(&sv));
   cudaStream_t s = static_cast<cudaStream_t>(sv);
+  // Every timing of the run: o.warmup, o.reps and the timing mode are the run's.
+  auto timed = [&](Engine& e, auto between) {
+    return time_replays(e, s, o.warmup, o.reps, between, queued);
+  };
   std::mt19937_64 rng(o.seed);
 
   for (int hkv : o.hkv) {
@@ -363,8 +367,7 @@ int main(int argc, char** argv) {
         const double q_out_bytes = static_cast<double>(N) * Hq * D * 2 * 2;
         // Full attention.
         CHECK(eng->capture(StepKind::kFullAttention, p, sv));
-        const Timing tf = time_replays(
-            *eng, s, o.warmup, o.reps, [] {}, queued);
+        const Timing tf = timed(*eng, [] {});
         int used_chunk = 0;  // full attention and MAC share it (it depends on kv_len only)
         CHECK(eng->last_chunk(&used_chunk, sv));
         const double full_bytes = kv_bytes_full + q_out_bytes;
@@ -385,10 +388,7 @@ int main(int argc, char** argv) {
         row("full", "-", 0.0, 0, tf, full_bytes);
         if (eng_other) {
           CHECK(eng_other->capture(StepKind::kFullAttention, p, sv));
-          row("full", "-", 0.0, 0,
-              time_replays(
-                  *eng_other, s, o.warmup, o.reps, [] {}, queued),
-              full_bytes, eng_other.get());
+          row("full", "-", 0.0, 0, timed(*eng_other, [] {}), full_bytes, eng_other.get());
         }
 
         const int G = Hq / hkv;
@@ -433,7 +433,7 @@ int main(int argc, char** argv) {
                                    static_cast<double>(N) * Hq * std::min(M, m) * D * 2 +
                                    q_out_bytes + static_cast<double>(N) * Hq * D * 2 * 3;
           CHECK(eng->capture(StepKind::kMac, p, sv));
-          const Timing tm = time_replays(*eng, s, o.warmup, o.reps, restore, queued);
+          const Timing tm = timed(*eng, restore);
           // Check the decisions the kernel made match the planned ones (once).
           std::vector<int8_t> hit(heads);
           CHECK(copy_to_host(hit.data(), sb.diag_hit.data(), heads, sv));
@@ -445,9 +445,7 @@ int main(int argc, char** argv) {
           row("mac", "fused", f, got, tm, mac_bytes);
           if (eng_other && (f == 0.0 || f == 1.0)) {
             CHECK(eng_other->capture(StepKind::kMac, p, sv));
-            row("mac", "fused", f, got,
-                time_replays(*eng_other, s, o.warmup, o.reps, restore, queued), mac_bytes,
-                eng_other.get());
+            row("mac", "fused", f, got, timed(*eng_other, restore), mac_bytes, eng_other.get());
           }
           if (o.k3_compare && (f == 0.0 || f == 1.0) && N == max_b) {
             EngineConfig es = ec;
@@ -455,13 +453,12 @@ int main(int argc, char** argv) {
             std::unique_ptr<Engine> e2;
             CHECK(Engine::create(es, &e2));
             CHECK(e2->capture(StepKind::kMac, p, sv));
-            const Timing t2 = time_replays(*e2, s, o.warmup, o.reps, restore, queued);
+            const Timing t2 = timed(*e2, restore);
             row("mac", "side", f, got, t2, mac_bytes);
           }
           if (f == 1.0) {
             CHECK(capture_match_only(*eng, p, sv));
-            const Timing t1 = time_replays(
-                *eng, s, o.warmup, o.reps, [] {}, queued);
+            const Timing t1 = timed(*eng, [] {});
             row("k1", "-", f, got, t1, static_cast<double>(N) * Hq * std::min(M, m) * D * 2);
           }
         }
