@@ -35,18 +35,15 @@ Exit status 1 if any candidate's d2 lies outside [LB, UB] or any step's exact ar
 out (the bounds would be unsound), else 0.
 """
 import argparse
+import os
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "record-trace"))
+from record_trace import round_bf16  # noqa: E402  (the recorder's BF16 rounding; stdlib + numpy)
+
 U = 2.0 ** -24
-
-
-def bf16(x):
-    """Rounds float32 values to BF16 (to nearest even), returned as float32."""
-    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
-    return b.astype(np.uint32).view(np.float32)
 
 
 def quantize(c, bits):
@@ -74,18 +71,34 @@ def survivors(q, ring, gamma, bits):
     return keep, int(np.argmin(d2)), outside
 
 
-def study(streams, M, first, D, bits):
-    """Survivor fractions of every (stream, step), and the count of steps whose argmin was ruled
-    out plus candidates outside their bounds (0 for sound bounds)."""
+def study(pairs, D, bits):
+    """Survivor fractions over (query, ring rows) pairs, and the count of pairs whose argmin was
+    ruled out plus candidates outside their bounds (0 for sound bounds)."""
     gamma = D * U / (1.0 - D * U)
     fracs, lost = [], 0
-    for x in streams:  # x [T, D]: one head's q_pre rows
-        for m in range(first, x.shape[0]):
-            lo = max(0, m - M)
-            keep, best, outside = survivors(x[m].astype(np.float64), x[lo:m], gamma, bits)
-            lost += (not keep[best]) + outside
-            fracs.append(keep.mean())
+    for q, ring in pairs:
+        keep, best, outside = survivors(q.astype(np.float64), ring, gamma, bits)
+        lost += (not keep[best]) + outside
+        fracs.append(keep.mean())
     return np.array(fracs), lost
+
+
+def trace_pairs(q, M, first):
+    """Every query head's step m ≥ first of q [T, Hq, D] against its ring [max(0, m − M), m)."""
+    for h in range(q.shape[1]):
+        for m in range(first, q.shape[0]):
+            yield q[m, h], q[max(0, m - M):m, h]
+
+
+def synthetic_pairs(kind, steps, D, M, rng):
+    """mac-bench's placement: ring entries unit normals in BF16; the query copies the entry at
+    lag 1..64 (a hit) or is a fresh normal (a miss)."""
+    for _ in range(steps):
+        ring = round_bf16(rng.standard_normal((M, D)).astype(np.float32))
+        if kind == "hit":
+            yield ring[M - rng.integers(1, 65)].copy(), ring
+        else:
+            yield round_bf16(rng.standard_normal(D).astype(np.float32)), ring
 
 
 def report(name, fracs, lost, D, bits):
@@ -111,23 +124,13 @@ def main():
         for layer in sorted(f["layers"], key=int):
             q = f["layers"][layer]["q_pre"][...]  # [T, Hq, D], BF16-exact
             D = q.shape[2]
-            fr, lo = study([q[:, h, :] for h in range(q.shape[1])], a.ring, a.first, D, a.bits)
+            fr, lo = study(trace_pairs(q, a.ring, a.first), D, a.bits)
             lost += report(f"layer {layer} (D {D}, M {a.ring}, {a.bits}-bit)", fr, lo, D, a.bits)
-    # mac-bench's placement at D 128, M 512: ring entries unit normals (BF16); the query copies
-    # the entry at lag 1..64 (a hit) or is a fresh normal (a miss).
     rng = np.random.default_rng(20261207)
     D, M = 128, 512
-    gamma = D * U / (1.0 - D * U)
     for kind in ("hit", "miss"):
-        fr, lo = [], 0
-        for _ in range(a.synthetic_steps):
-            ring = bf16(rng.standard_normal((M, D)).astype(np.float32))
-            q = ring[M - rng.integers(1, 65)].copy() if kind == "hit" else bf16(
-                rng.standard_normal(D).astype(np.float32))
-            keep, best, outside = survivors(q.astype(np.float64), ring, gamma, a.bits)
-            lo += (not keep[best]) + outside
-            fr.append(keep.mean())
-        lost += report(f"synthetic {kind} (D {D}, M {M}, {a.bits}-bit)", np.array(fr), lo, D, a.bits)
+        fr, lo = study(synthetic_pairs(kind, a.synthetic_steps, D, M, rng), D, a.bits)
+        lost += report(f"synthetic {kind} (D {D}, M {M}, {a.bits}-bit)", fr, lo, D, a.bits)
     return 1 if lost else 0
 
 
